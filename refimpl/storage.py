@@ -1,0 +1,358 @@
+"""`SingleWriterShmObjectStorage`: a key -> object store on the shared ring.
+
+Object layout inside a chunk: ``[4-byte reference count][metadata][payload]``.
+The writer puts objects and hands out signed handles
+``(key, address, monotonic_id, signature)``; readers in other processes
+verify a handle, copy the object and then add one to its count under a
+shared lock. The writer reclaims an object (oldest first) once its count
+reaches ``writer_count * n_readers``, where ``writer_count`` is how many
+times the writer handed the object out, and no `touch` protects it.
+
+Each method is one action of ``spec/ShmObjectStorage.tla``; a read is three
+(`get_begin`, `get_copy`, `get_end`) so that tests can interleave the writer
+between them, exactly as the model checker does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Lock as LockType
+from typing import Any
+
+from refimpl.ring import SingleWriterShmRingBuffer
+from refimpl.serde import MsgpackSerde, ObjectSerde
+from refimpl.validate import check_int
+
+SIGNATURE_BYTES = hashlib.sha256().digest_size
+
+
+@dataclass
+class ShmObjectStorageHandle:
+    """Everything a reader process needs to attach to a writer's storage."""
+
+    max_object_size: int
+    n_readers: int
+    ring_buffer_handle: tuple[int, str]
+    serde_class: type[ObjectSerde]
+    reader_lock: LockType | None
+
+
+@dataclass
+class Read:
+    """One reader's read in flight, between `get_begin` and `get_end`."""
+
+    address: int
+    monotonic_id: int
+    size: int
+    view: memoryview
+    resources: ExitStack
+    value: Any = None
+    error: BaseException | None = None
+    copied: bool = field(default=False)
+
+
+class SingleWriterShmObjectStorage:
+    """Single-writer, multi-reader object store with FIFO eviction."""
+
+    def __init__(
+        self,
+        max_object_size: int,
+        n_readers: int,
+        ring_buffer: SingleWriterShmRingBuffer,
+        serde_class: type[ObjectSerde] = MsgpackSerde,
+        reader_lock: LockType | None = None,
+    ) -> None:
+        self.max_object_size = check_int("max_object_size", max_object_size, low=1)
+        self.n_readers = check_int("n_readers", n_readers, low=0)
+        self.serde_class = serde_class
+        self.ser_de = serde_class()
+        self.ring_buffer = ring_buffer
+        self.is_writer = ring_buffer.is_writer
+        self.flag_bytes = 4
+        if self.is_writer:
+            self.key_index: dict[str, tuple[int, int]] = {}  # key -> (address, id)
+            self.id_index: dict[int, str] = {}  # id -> key
+            self.writer_flag: dict[int, int] = {}  # id -> times handed out
+            self._touched: set[int] = set()  # ids protected until looked up
+        elif reader_lock is None:
+            raise ValueError("Lock must be provided for readers.")
+        self._reader_lock = reader_lock
+
+    # -- writer actions --------------------------------------------------------
+
+    def put(self, key: str, value: Any) -> tuple[int, int]:
+        """Store `value` under a new `key`; returns (address, monotonic_id).
+
+        Everything that can fail is checked before the chunk is allocated, so
+        a failed put leaves the store as it was (apart from reclaimed space).
+        Raises ValueError (key exists, object too large, unserializable) or
+        MemoryError (no room even after reclaiming).
+        """
+        self._require_writer("put")
+        if not isinstance(key, str):
+            raise ValueError(f"key must be a str, not {type(key).__name__}")
+        if key in self.key_index:
+            raise ValueError(f"Key '{key}' already exists in the storage.")
+        data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
+        parts = _byte_parts(data)
+        if sum(len(part) for part in parts) != data_bytes or len(metadata) != md_bytes:
+            raise ValueError("serializer returned sizes that do not match its bytes")
+        size = self.flag_bytes + md_bytes + data_bytes
+        if size > self.max_object_size:
+            raise ValueError(
+                f"Serialized object size ({size} bytes) exceeds "
+                f"max object size ({self.max_object_size} bytes)"
+            )
+        try:
+            address, monotonic_id = self.ring_buffer.allocate_buf(size)
+        except MemoryError:
+            self.free_unused()
+            address, monotonic_id = self.ring_buffer.allocate_buf(size)
+        with self.ring_buffer.access_buf(address) as (view, _):
+            view[: self.flag_bytes] = self.ring_buffer.int2byte(0)
+            position = self.flag_bytes
+            for part in (metadata, *parts):
+                view[position : position + len(part)] = part
+                position += len(part)
+        self.increment_writer_flag(monotonic_id)
+        self.key_index[key] = (address, monotonic_id)
+        self.id_index[monotonic_id] = key
+        return address, monotonic_id
+
+    def get_cached(self, key: str) -> tuple[int, int]:
+        """Hand out `key`'s object once more: one more read per reader is owed."""
+        self._require_writer("look up cached objects")
+        address, monotonic_id = self.key_index[key]
+        self.increment_writer_flag(monotonic_id)
+        self._touched.discard(monotonic_id)
+        return address, monotonic_id
+
+    def release_touches(self) -> None:
+        """Stop protecting touched objects that were not looked up."""
+        self._require_writer("release touches")
+        self._touched.clear()
+
+    def free_unused(self) -> None:
+        """Reclaim up to 2 * max_object_size bytes of the oldest free objects."""
+        self._require_writer("free objects")
+        freed_ids = self.ring_buffer.free_buf(
+            self.default_is_free_check, 2 * self.max_object_size
+        )
+        for freed_id in freed_ids:
+            del self.key_index[self.id_index.pop(freed_id)]
+            del self.writer_flag[freed_id]
+
+    def clear(self) -> None:
+        """Forget every object (the writer's index and the ring). No-op on readers."""
+        if self.is_writer:
+            self.ring_buffer.clear()
+            self.key_index.clear()
+            self.id_index.clear()
+            self.writer_flag.clear()
+            self._touched.clear()
+
+    # -- reader actions: a read is get_begin, get_copy, get_end ----------------
+
+    def get(
+        self,
+        address: int,
+        monotonic_id: int,
+        signature: list[int] | None = None,
+        key: str | None = None,
+    ) -> Any:
+        """Read the object behind a handle (readers must pass signature and key)."""
+        read = self.get_begin(address, monotonic_id, signature, key)
+        self.get_copy(read)
+        return self.get_end(read)
+
+    def get_begin(
+        self,
+        address: int,
+        monotonic_id: int,
+        signature: list[int] | None = None,
+        key: str | None = None,
+    ) -> Read:
+        """Verify the handle, open its chunk and check the chunk's id."""
+        if not self.is_writer:
+            self.verify_signature(key, address, monotonic_id, signature)
+        resources = ExitStack()
+        try:
+            view, (chunk_id, size) = resources.enter_context(
+                self.ring_buffer.access_buf(address)
+            )
+            self._check_id(address, monotonic_id, chunk_id)
+        except BaseException:
+            resources.close()
+            raise
+        return Read(address, monotonic_id, size, view, resources)
+
+    def get_copy(self, read: Read) -> None:
+        """Deserialize the object; a failure is kept for get_end to report."""
+        try:
+            read.value = self.ser_de.deserialize(read.view[self.flag_bytes :])
+        except Exception as exc:  # reported by get_end, after the read is counted
+            read.error = exc
+        read.copied = True
+
+    def get_end(self, read: Read) -> Any:
+        """Count the read and return the value.
+
+        Under the reader lock, the chunk's header is checked again: if the
+        chunk was reclaimed and reused while we copied, the copy may be torn
+        or foreign, so we raise ValueError and do not touch the new chunk's
+        count. A read whose copy failed is still counted, so that one bad
+        read does not pin the chunk (and the FIFO behind it) forever.
+        """
+        try:
+            if not read.copied:
+                raise ValueError("get_end before get_copy")
+            if self.is_writer:
+                self._recheck(read)
+            else:
+                with self._reader_lock:  # type: ignore[union-attr]
+                    self._recheck(read)
+                    self.increment_reader_flag(read.view[: self.flag_bytes])
+        finally:
+            read.resources.close()
+        if read.error is not None:
+            raise read.error
+        return read.value
+
+    def touch(
+        self,
+        key: str,
+        address: int = 0,
+        monotonic_id: int = 0,
+        signature: list[int] | None = None,
+    ) -> None:
+        """Writer: protect `key`'s object from eviction until get_cached or
+        release_touches. Reader: validate the handle without reading it."""
+        if self.is_writer:
+            if key in self.key_index:
+                self._touched.add(self.key_index[key][1])
+            return
+        self.verify_signature(key, address, monotonic_id, signature)
+        with self.ring_buffer.access_buf(address) as (_, (chunk_id, _size)):
+            self._check_id(address, monotonic_id, chunk_id)
+
+    # -- handles ---------------------------------------------------------------
+
+    def get_signature(self, key: str) -> list[int]:
+        """Sign `key`'s current handle so readers can verify it."""
+        self._require_writer("sign handles")
+        address, monotonic_id = self.key_index[key]
+        return list(self._make_signature(key, address, monotonic_id))
+
+    def verify_signature(
+        self,
+        key: str | None,
+        address: int,
+        monotonic_id: int,
+        signature: list[int] | None,
+    ) -> None:
+        """Raise ValueError unless the writer issued this handle for `key`
+        (and, on the writer, unless it is still `key`'s current entry)."""
+        invalid = "Invalid SHM handle signature for cache key."
+        if signature is None or key is None:
+            raise ValueError("Missing SHM handle signature for cache key.")
+        if self.is_writer and self.key_index.get(key) != (address, monotonic_id):
+            raise ValueError(invalid)
+        if (
+            not isinstance(key, str)
+            or not isinstance(signature, list)
+            or len(signature) != SIGNATURE_BYTES
+            or any(type(byte) is not int or not 0 <= byte <= 255 for byte in signature)
+        ):
+            raise ValueError(invalid)
+        check_int("address", address, low=0, high=2**64 - 1)
+        check_int("monotonic_id", monotonic_id, low=0, high=2**32 - 1)
+        expected = self._make_signature(key, address, monotonic_id)
+        if not hmac.compare_digest(bytes(signature), expected):
+            raise ValueError(invalid)
+
+    def _make_signature(self, key: str, address: int, monotonic_id: int) -> bytes:
+        message = (
+            hashlib.sha256(key.encode("utf-8")).digest()
+            + address.to_bytes(8, "little", signed=False)
+            + monotonic_id.to_bytes(4, "little", signed=False)
+        )
+        return hmac.new(self.ring_buffer.get_auth_secret(), message, hashlib.sha256).digest()
+
+    # -- counts ------------------------------------------------------------------
+
+    def increment_writer_flag(self, id: int) -> None:
+        self.writer_flag[id] = self.writer_flag.get(id, 0) + 1
+
+    def increment_reader_flag(self, data_view: memoryview) -> None:
+        count = self.ring_buffer.byte2int(data_view)
+        data_view[:] = self.ring_buffer.int2byte(count + 1)
+
+    def default_is_free_check(self, id: int, buf: memoryview) -> bool:
+        """Free when not touched and every reader has read every hand-out."""
+        if id in self._touched:
+            return False
+        reader_count = int.from_bytes(buf[: self.flag_bytes], "little", signed=True)
+        return reader_count >= self.writer_flag[id] * self.n_readers
+
+    def is_cached(self, key: str) -> bool:
+        self._require_writer("look up cached objects")
+        return key in self.key_index
+
+    # -- lifetime ----------------------------------------------------------------
+
+    def close(self) -> None:
+        self.ring_buffer.close()
+
+    def handle(self) -> ShmObjectStorageHandle:
+        return ShmObjectStorageHandle(
+            max_object_size=self.max_object_size,
+            n_readers=self.n_readers,
+            ring_buffer_handle=self.ring_buffer.handle(),
+            serde_class=self.serde_class,
+            reader_lock=self._reader_lock,
+        )
+
+    @staticmethod
+    def create_from_handle(handle: ShmObjectStorageHandle) -> SingleWriterShmObjectStorage:
+        ring_buffer = SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
+        return SingleWriterShmObjectStorage(
+            max_object_size=handle.max_object_size,
+            n_readers=handle.n_readers,
+            ring_buffer=ring_buffer,
+            serde_class=handle.serde_class,
+            reader_lock=handle.reader_lock,
+        )
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _require_writer(self, what: str) -> None:
+        if not self.is_writer:
+            raise ValueError(f"only the writer can {what}")
+
+    def _check_id(self, address: int, monotonic_id: int, chunk_id: int) -> None:
+        if chunk_id != monotonic_id:
+            raise ValueError(
+                f"Data for address:id '{address}:{monotonic_id}'"
+                " has been modified or is invalid."
+            )
+
+    def _recheck(self, read: Read) -> None:
+        """The seqlock half of a read: the header must still be ours."""
+        with self.ring_buffer.access_buf(read.address) as (_, (chunk_id, size)):
+            if size != read.size:
+                chunk_id = -1
+            self._check_id(read.address, read.monotonic_id, chunk_id)
+
+
+def _byte_parts(data: Any) -> list[bytes | memoryview]:
+    """The serializer's data as a list of byte strings, in order."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return [data]
+    if isinstance(data, list) and all(
+        isinstance(part, (bytes, bytearray, memoryview)) for part in data
+    ):
+        return data
+    raise ValueError(f"Unsupported data type for serialization: {type(data)}")

@@ -1,0 +1,104 @@
+"""Reader processes: real processes that attach to a writer's storage through
+its handle and run reads on command, so tests exercise true cross-process
+shared memory rather than readers inside the test process."""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+from contextlib import suppress
+from typing import Any
+
+# One context everywhere: spawn gives each reader a fresh interpreter, which is
+# what a vLLM worker is, and avoids inheriting the writer's mappings by fork.
+CTX = mp.get_context("spawn")
+
+
+def load(impl_name: str) -> Any:
+    if impl_name in ("seed", "shmref_seed"):
+        from shmref.seedbuild import build_seed_module
+
+        return build_seed_module()
+    return importlib.import_module(impl_name)
+
+
+def _outcome(call, *args) -> tuple[str, Any]:
+    try:
+        return "ok", call(*args)
+    except Exception as exc:  # reported to the test, which decides
+        return type(exc).__name__, str(exc)
+
+
+def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> None:
+    """Serve commands until ("exit",). Commands:
+    ("get", address, id, signature, key)        -> a whole read
+    ("begin", address, id, signature, key)      -> first step of a split read
+    ("copy",) / ("end",)                        -> its next steps
+    ("touch", key, address, id, signature)      -> reader-side touch
+    Each answers (outcome, value-or-message)."""
+    impl = load(impl_name)
+    storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+    read = None
+    try:
+        while True:
+            command = commands.get()
+            verb, args = command[0], command[1:]
+            if verb == "exit":
+                break
+            if verb == "get":
+                results.put(_outcome(storage.get, *args))
+            elif verb == "begin":
+                outcome = _outcome(storage.get_begin, *args)
+                read = outcome[1] if outcome[0] == "ok" else None
+                results.put((outcome[0], None if outcome[0] == "ok" else outcome[1]))
+            elif verb == "copy":
+                results.put(_outcome(storage.get_copy, read))
+            elif verb == "end":
+                results.put(_outcome(storage.get_end, read))
+                read = None
+            elif verb == "touch":
+                results.put(_outcome(storage.touch, *args))
+            else:
+                results.put(("ValueError", f"unknown command {verb!r}"))
+    finally:
+        if read is not None:
+            with suppress(Exception):
+                read.resources.close()
+        storage.close()
+
+
+class ReaderProcess:
+    """A reader process and its two queues; `call` sends one command and waits."""
+
+    def __init__(self, impl_name: str, handle: Any, timeout: float = 60.0) -> None:
+        self.commands = CTX.Queue()
+        self.results = CTX.Queue()
+        self.timeout = timeout
+        self.process = CTX.Process(
+            target=reader_main,
+            args=(impl_name, handle, self.commands, self.results),
+            daemon=True,
+        )
+        self.process.start()
+
+    def send(self, *command: Any) -> None:
+        self.commands.put(command)
+
+    def receive(self) -> tuple[str, Any]:
+        return self.results.get(timeout=self.timeout)
+
+    def call(self, *command: Any) -> tuple[str, Any]:
+        self.send(*command)
+        return self.receive()
+
+    def stop(self) -> None:
+        """Ask politely, then insist: a test must never leave a reader behind."""
+        if self.process.is_alive():
+            with suppress(Exception):
+                self.commands.put(("exit",))
+            self.process.join(10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(10)
+        self.commands.close()
+        self.results.close()

@@ -1,0 +1,88 @@
+"""Shared fixtures: the implementation under test (`--impl`) and the
+/dev/shm leak guard that wraps the whole session."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SEED_NAMES = ("seed", "shmref_seed")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--impl",
+        default=os.environ.get("SHMREF_IMPL", "refimpl"),
+        help="module implementing the seed's API to test (default: refimpl; "
+        "'seed' builds the seed's own code from ../shared/seed)",
+    )
+
+
+def load_impl(name: str) -> ModuleType:
+    """Import the implementation under test; 'seed' is built on the fly."""
+    if name in SEED_NAMES:
+        from shmref.seedbuild import build_seed_module
+
+        return build_seed_module()
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="session")
+def impl_name(request: pytest.FixtureRequest) -> str:
+    return request.config.getoption("--impl")
+
+
+@pytest.fixture(scope="session")
+def impl(impl_name: str) -> ModuleType:
+    return load_impl(impl_name)
+
+
+@pytest.fixture(scope="session")
+def is_refimpl(impl: ModuleType) -> bool:
+    return impl.__name__ == "refimpl"
+
+
+def shm_segments() -> set[str]:
+    """Segments in /dev/shm that could be ours (not semaphores or the tracker's)."""
+    try:
+        names = os.listdir("/dev/shm")
+    except FileNotFoundError:
+        return set()
+    return {n for n in names if not n.startswith(("sem.", "lttng", "pym-"))}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_segments():
+    """The whole session must leave /dev/shm as it found it."""
+    before = shm_segments()
+    yield
+    leaked = shm_segments() - before
+    if leaked:
+        pytest.fail(f"test session leaked shared-memory segments: {sorted(leaked)}")
+
+
+@pytest.fixture
+def ring_factory(impl: ModuleType):
+    """Make writer rings that are closed (and unlinked) after the test."""
+    made = []
+
+    def make(size: int, id_max: int | None = None):
+        ring = impl.SingleWriterShmRingBuffer(size, create=True)
+        if id_max is not None:
+            ring.ID_MAX = id_max
+        made.append(ring)
+        return ring
+
+    yield make
+    for ring in made:
+        ring.close()
+
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))

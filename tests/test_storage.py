@@ -1,0 +1,407 @@
+"""The object store: puts, signed handles, readers in other processes,
+counting and reclamation, and bad input."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from shmref.readers import ReaderProcess
+
+
+@pytest.fixture
+def store_factory(impl, ring_factory):
+    """Writer storages whose rings are cleaned up by ring_factory."""
+
+    def make(buffer_size=1024, max_object_size=256, n_readers=1, id_max=None):
+        ring = ring_factory(buffer_size, id_max)
+        return impl.SingleWriterShmObjectStorage(
+            max_object_size, n_readers, ring, reader_lock=mp.get_context("spawn").Lock()
+        )
+
+    return make
+
+
+@pytest.fixture
+def attach(impl):
+    """In-process readers attached through the writer's handle."""
+    readers = []
+
+    def make(writer):
+        reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
+        readers.append(reader)
+        return reader
+
+    yield make
+    for reader in readers:
+        reader.close()
+
+
+def handle_of(writer, key):
+    address, monotonic_id = writer.key_index[key]
+    return address, monotonic_id, writer.get_signature(key), key
+
+
+def test_put_then_get_roundtrip_types(store_factory, attach):
+    writer = store_factory()
+    reader = attach(writer)
+    values = {"int": 7, "str": "héllo", "bytes": b"\x00\xff", "list": [1, [2, 3]],
+              "dict": {"a": 1, 2: "b"}, "none": None, "float": 1.5, "bool": True}
+    for key, value in values.items():
+        writer.put(key, value)
+    for key, value in values.items():
+        assert reader.get(*handle_of(writer, key)) == value
+
+
+def test_object_layout_in_segment(store_factory):
+    writer = store_factory()
+    address, monotonic_id = writer.put("k", b"payload")
+    ring = writer.ring_buffer
+    offset = ring.DATA_OFFSET + address
+    raw = bytes(ring.shared_memory.buf[offset : offset + 64])
+    chunk_size = int.from_bytes(raw[4:8], "little")
+    obj = raw[8:chunk_size]
+    assert int.from_bytes(raw[:4], "little") == monotonic_id
+    assert obj[:4] == b"\x00\x00\x00\x00"  # reference count starts at 0
+    data, data_bytes, metadata, md_bytes = writer.ser_de.serialize(b"payload")
+    assert obj[4:] == metadata + data and chunk_size == 8 + 4 + md_bytes + data_bytes
+
+
+def test_duplicate_key_is_rejected_and_index_kept(store_factory):
+    writer = store_factory()
+    first = writer.put("k", 1)
+    with pytest.raises(ValueError, match="already exists"):
+        writer.put("k", 2)
+    assert writer.key_index["k"] == first and writer.get(*first) == 1
+
+
+def test_reads_count_and_reclaim_fifo(store_factory, attach):
+    writer = store_factory(n_readers=2)
+    readers = [attach(writer), attach(writer)]
+    for key in "abc":
+        writer.put(key, key * 10)
+    for reader in readers:
+        reader.get(*handle_of(writer, "a"))
+    readers[0].get(*handle_of(writer, "c"))
+    writer.free_unused()
+    assert not writer.is_cached("a") and writer.is_cached("b")  # b blocks c
+    for reader in readers:
+        reader.get(*handle_of(writer, "b"))
+    readers[1].get(*handle_of(writer, "c"))
+    writer.free_unused()
+    assert writer.key_index == {} and writer.writer_flag == {} and writer.id_index == {}
+
+
+def test_get_cached_owes_another_read_per_reader(store_factory, attach):
+    writer = store_factory(n_readers=1)
+    reader = attach(writer)
+    writer.put("k", 1)
+    reader.get(*handle_of(writer, "k"))
+    writer.get_cached("k")
+    writer.free_unused()
+    assert writer.is_cached("k")  # one read of two
+    reader.get(*handle_of(writer, "k"))
+    writer.free_unused()
+    assert not writer.is_cached("k")
+
+
+def test_touch_protects_until_looked_up_or_released(store_factory, attach):
+    writer = store_factory(n_readers=1)
+    reader = attach(writer)
+    writer.put("k", 1)
+    reader.get(*handle_of(writer, "k"))
+    writer.touch("k")
+    writer.touch("absent")  # ignored, as in the seed
+    writer.free_unused()
+    assert writer.is_cached("k")
+    writer.release_touches()
+    writer.free_unused()
+    assert not writer.is_cached("k")
+
+
+def test_put_frees_oldest_when_full(store_factory, attach):
+    writer = store_factory(buffer_size=256, max_object_size=64, n_readers=1)
+    reader = attach(writer)
+    keys = []
+    for i in range(40):
+        key = f"k{i}"
+        writer.put(key, b"x" * 40)
+        keys.append(key)
+        reader.get(*handle_of(writer, key))
+    assert writer.is_cached("k39") and not writer.is_cached("k0")
+
+
+def test_put_raises_memory_error_when_all_busy(store_factory):
+    writer = store_factory(buffer_size=256, max_object_size=64, n_readers=1)
+    with pytest.raises(MemoryError):
+        for i in range(40):
+            writer.put(f"k{i}", b"x" * 40)
+    assert len(writer.key_index) == len(writer.ring_buffer.metadata) > 0
+
+
+def test_reader_touch_validates_handle(store_factory, attach):
+    writer = store_factory()
+    reader = attach(writer)
+    writer.put("k", 1)
+    reader.touch("k", *handle_of(writer, "k")[:3])
+    address, monotonic_id, signature, _ = handle_of(writer, "k")
+    with pytest.raises(ValueError):
+        reader.touch("other", address, monotonic_id, signature)
+
+
+def test_stale_handle_after_reuse_is_rejected(store_factory, attach):
+    writer = store_factory(buffer_size=128, max_object_size=60, n_readers=1)
+    reader = attach(writer)
+    writer.put("old", b"o" * 40)
+    old = handle_of(writer, "old")
+    reader.get(*old)
+    writer.free_unused()
+    writer.put("new", b"n" * 40)  # lands at address 0 again, new id
+    assert writer.key_index["new"][0] % 128 == old[0] % 128
+    with pytest.raises(ValueError, match="modified or is invalid"):
+        reader.get(*old)
+
+
+def test_clear_then_old_handles_fail(store_factory, attach):
+    writer = store_factory()
+    reader = attach(writer)
+    writer.put("k", 1)
+    old = handle_of(writer, "k")
+    writer.clear()
+    assert not writer.is_cached("k")
+    writer.put("j", 2)
+    with pytest.raises(ValueError):
+        reader.get(*old)
+
+
+def test_writer_get_does_not_count(store_factory):
+    writer = store_factory(n_readers=1)
+    address, monotonic_id = writer.put("k", 1)
+    assert writer.get(address, monotonic_id) == 1
+    writer.free_unused()
+    assert writer.is_cached("k")
+
+
+def test_lock_is_required_for_readers(impl, store_factory):
+    writer = store_factory()
+    ring = impl.SingleWriterShmRingBuffer(*writer.ring_buffer.handle())
+    try:
+        with pytest.raises(ValueError, match="Lock must be provided"):
+            impl.SingleWriterShmObjectStorage(256, 1, ring)
+    finally:
+        ring.close()
+
+
+def test_signatures_interoperate_across_instances(store_factory, attach):
+    """A reader checks the HMAC with the secret it finds in the segment."""
+    writer = store_factory()
+    reader = attach(writer)
+    writer.put("k", "v")
+    address, monotonic_id, signature, key = handle_of(writer, "k")
+    import hashlib
+    import hmac
+
+    message = (hashlib.sha256(b"k").digest() + address.to_bytes(8, "little")
+               + monotonic_id.to_bytes(4, "little"))
+    expected = hmac.new(writer.ring_buffer.get_auth_secret(), message, hashlib.sha256)
+    assert bytes(signature) == expected.digest()
+    writer.verify_signature(key, address, monotonic_id, signature)
+    reader.verify_signature(key, address, monotonic_id, signature)
+
+
+class TestBadHandles:
+    """Every malformed handle is a ValueError on the reader, before any read."""
+
+    @pytest.fixture
+    def setup(self, store_factory, attach):
+        writer = store_factory()
+        reader = attach(writer)
+        writer.put("k", "value")
+        return writer, reader, handle_of(writer, "k")
+
+    def check(self, reader, handle):
+        with pytest.raises(ValueError):
+            reader.get(*handle)
+
+    def test_forged_signature(self, setup):
+        _, reader, (a, i, sig, k) = setup
+        self.check(reader, (a, i, [sig[0] ^ 1, *sig[1:]], k))
+
+    def test_wrong_key(self, setup):
+        _, reader, (a, i, sig, _k) = setup
+        self.check(reader, (a, i, sig, "other"))
+
+    @pytest.mark.parametrize("sig", [None, [], list(range(31)), list(range(33)),
+                                     ["1"] * 32, [256] * 32, [-1] * 32, bytes(32),
+                                     [1.0] * 32, [True] * 32, "x" * 32])
+    def test_malformed_signatures(self, setup, sig):
+        _, reader, (a, i, _sig, k) = setup
+        self.check(reader, (a, i, sig, k))
+
+    @pytest.mark.parametrize("address", [-1, 2**64, 2**70, 1.0, "0", None, True])
+    def test_bad_addresses(self, setup, address):
+        _, reader, (_a, i, sig, k) = setup
+        self.check(reader, (address, i, sig, k))
+
+    @pytest.mark.parametrize("monotonic_id", [-1, 2**32, 2**40, 0.0, "0", None])
+    def test_bad_ids(self, setup, monotonic_id):
+        _, reader, (a, _i, sig, k) = setup
+        self.check(reader, (a, monotonic_id, sig, k))
+
+    @pytest.mark.parametrize("key", [None, 1, b"k"])
+    def test_bad_keys(self, setup, key):
+        _, reader, (a, i, sig, _k) = setup
+        self.check(reader, (a, i, sig, key))
+
+    def test_writer_rejects_handles_not_current(self, setup):
+        writer, _, (a, i, sig, k) = setup
+        with pytest.raises(ValueError):
+            writer.verify_signature(k, a + 1, i, sig)
+
+
+class TestBadPuts:
+    def test_too_large_for_max_object_size(self, store_factory):
+        writer = store_factory(max_object_size=64)
+        with pytest.raises(ValueError, match="exceeds max object size"):
+            writer.put("k", b"x" * 100)
+        assert writer.ring_buffer.monotonic_id_end == 0
+
+    def test_too_large_for_the_buffer(self, store_factory):
+        writer = store_factory(buffer_size=128, max_object_size=4096)
+        with pytest.raises(MemoryError):
+            writer.put("k", b"x" * 1000)
+        assert writer.key_index == {}
+
+    @pytest.mark.parametrize("value", [object(), {1, 2}, 2**70, lambda: 1])
+    def test_unserializable_values(self, store_factory, value):
+        writer = store_factory()
+        with pytest.raises(ValueError):
+            writer.put("k", value)
+        assert writer.key_index == {} and writer.ring_buffer.metadata == {}
+
+    def test_non_str_key(self, store_factory):
+        with pytest.raises(ValueError):
+            store_factory().put(1, "v")
+
+    def test_failed_put_leaves_no_half_object(self, impl, store_factory):
+        """A serializer that lies about its sizes must not leave a chunk behind
+        (the seed allocates first and then wedges every later free)."""
+
+        class LyingSerde(impl.MsgpackSerde):
+            def serialize(self, value):
+                data, n, md, m = super().serialize(value)
+                return data, n + 3, md, m
+
+        writer = store_factory()
+        writer.ser_de = LyingSerde()
+        with pytest.raises(ValueError):
+            writer.put("k", 1)
+        writer.ser_de = impl.MsgpackSerde()
+        writer.free_unused()  # must not raise
+        assert writer.ring_buffer.metadata == {}
+
+    def test_use_after_close(self, store_factory):
+        writer = store_factory()
+        writer.put("k", 1)
+        writer.close()
+        for call in (lambda: writer.put("j", 1), writer.free_unused,
+                     lambda: writer.get_signature("k")):
+            with pytest.raises(ValueError, match="closed"):
+                call()
+
+    def test_reader_cannot_use_writer_operations(self, store_factory, attach):
+        reader = attach(store_factory())
+        for call in (lambda: reader.put("k", 1), reader.free_unused,
+                     lambda: reader.get_cached("k"), lambda: reader.get_signature("k")):
+            with pytest.raises(ValueError, match="only the writer"):
+                call()
+
+    @pytest.mark.parametrize("args", [(0, 1), (-1, 1), (64, -1), (1.5, 1), (64, None)])
+    def test_bad_constructor_arguments(self, impl, ring_factory, args):
+        with pytest.raises(ValueError):
+            impl.SingleWriterShmObjectStorage(*args, ring_factory(128))
+
+
+def test_validation_survives_python_O(tmp_path):
+    """Checks are not asserts: they hold under `python -O`."""
+    script = (
+        "import refimpl\n"
+        "r = refimpl.SingleWriterShmRingBuffer(100, create=True)\n"
+        "try:\n"
+        "    for bad in (0, -8):\n"
+        "        try:\n"
+        "            r.allocate_buf(bad)\n"
+        "        except ValueError:\n"
+        "            continue\n"
+        "        raise SystemExit('accepted size %r' % bad)\n"
+        "finally:\n"
+        "    r.close()\n"
+        "print('ok')\n"
+    )
+    run = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True,
+                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+def test_readers_in_other_processes(impl_name, store_factory):
+    """Three spawned readers attach by handle, read every object and count."""
+    writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
+    handles = []
+    for i in range(10):
+        writer.put(f"k{i}", {"i": i, "blob": bytes([i]) * 100})
+        handles.append(handle_of(writer, f"k{i}"))
+    readers = [ReaderProcess(impl_name, writer.handle()) for _ in range(3)]
+    try:
+        for reader in readers:
+            for handle in handles:
+                reader.send("get", *handle)
+        for reader in readers:
+            got = [reader.receive() for _ in handles]
+            assert got == [("ok", {"i": i, "blob": bytes([i]) * 100}) for i in range(10)]
+    finally:
+        for reader in readers:
+            reader.stop()
+    writer.free_unused()  # reclaims up to 2 * max_object_size bytes per call
+    writer.free_unused()
+    assert writer.key_index == {}  # every object read by all three: all reclaimed
+
+
+def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refimpl):
+    """A reader killed while it holds a read open: no segment is leaked, and
+    the object stays pinned (its count never reached n_readers)."""
+    if not is_refimpl:
+        pytest.skip("uses refimpl's split read to stop a reader mid-read")
+    writer = store_factory(n_readers=1)
+    writer.put("k", "v")
+    reader = ReaderProcess(impl_name, writer.handle())
+    try:
+        assert reader.call("begin", *handle_of(writer, "k"))[0] == "ok"
+        os.kill(reader.process.pid, signal.SIGKILL)
+        reader.process.join(10)
+    finally:
+        reader.stop()
+    writer.free_unused()
+    assert writer.is_cached("k")
+
+
+def test_concurrent_reader_threads_count_exactly(store_factory, attach):
+    """The reader lock makes increments from many threads exact."""
+    writer = store_factory(n_readers=8)
+    writer.put("k", list(range(50)))
+    handle = handle_of(writer, "k")
+    reader = attach(writer)
+    threads = [threading.Thread(target=lambda: [reader.get(*handle) for _ in range(25)])
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    offset = writer.ring_buffer.DATA_OFFSET + handle[0] + 8
+    count = int.from_bytes(writer.ring_buffer.shared_memory.buf[offset : offset + 4], "little")
+    assert count == 200
