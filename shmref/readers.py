@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
+import queue
+import time
 from contextlib import suppress
 from typing import Any
+
+from shmref import splitread
 
 # One context everywhere: spawn gives each reader a fresh interpreter, which is
 # what a vLLM worker is, and avoids inheriting the writer's mappings by fork.
@@ -48,13 +52,13 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
             if verb == "get":
                 results.put(_outcome(storage.get, *args))
             elif verb == "begin":
-                outcome = _outcome(storage.get_begin, *args)
+                outcome = _outcome(splitread.begin, storage, *args)
                 read = outcome[1] if outcome[0] == "ok" else None
                 results.put((outcome[0], None if outcome[0] == "ok" else outcome[1]))
             elif verb == "copy":
-                results.put(_outcome(storage.get_copy, read))
+                results.put(_outcome(splitread.copy, storage, read))
             elif verb == "end":
-                results.put(_outcome(storage.get_end, read))
+                results.put(_outcome(splitread.end, storage, read))
                 read = None
             elif verb == "touch":
                 results.put(_outcome(storage.touch, *args))
@@ -63,7 +67,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
     finally:
         if read is not None:
             with suppress(Exception):
-                read.resources.close()
+                splitread.abandon(read)
         storage.close()
 
 
@@ -85,7 +89,18 @@ class ReaderProcess:
         self.commands.put(command)
 
     def receive(self) -> tuple[str, Any]:
-        return self.results.get(timeout=self.timeout)
+        """The next answer; a reader that died or hangs is an error, not a wait forever."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self.results.get(timeout=0.2)
+            except queue.Empty:
+                if not self.process.is_alive():
+                    raise RuntimeError(
+                        f"reader process exited with code {self.process.exitcode}"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reader gave no answer in {self.timeout} s") from None
 
     def call(self, *command: Any) -> tuple[str, Any]:
         self.send(*command)
