@@ -191,10 +191,12 @@ class SingleWriterShmObjectStorage:
 
     def get_copy(self, read: Read) -> None:
         """Deserialize the object; a failure is kept for get_end to report."""
-        try:
-            read.value = self.ser_de.deserialize(read.view[self.flag_bytes :])
-        except Exception as exc:  # reported by get_end, after the read is counted
-            read.error = exc
+        with read.view[self.flag_bytes :] as payload:
+            try:
+                read.value = self.ser_de.deserialize(payload)
+            except Exception as exc:  # reported by get_end, after the read is counted
+                # Keep the error, not its frames: they would pin views of the segment.
+                read.error = exc.with_traceback(None)
         read.copied = True
 
     def get_end(self, read: Read) -> Any:

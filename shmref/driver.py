@@ -219,7 +219,7 @@ class Driver:
         outcome = self._run(self.readers[reader].end)
         if outcome.status == "ok":
             return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
-        return outcome
+        return Outcome(_refusal(outcome), outcome.result)
 
     # -- observation -------------------------------------------------------------
 

@@ -86,3 +86,28 @@ def ring_factory(impl: ModuleType):
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# "ci": fast and derandomized, so a CI failure replays identically anywhere;
+# "long": `make fuzz`, random and deep, failures saved in .hypothesis/.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=150,
+    stateful_step_count=50,
+    deadline=None,
+    print_blob=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "long",
+    max_examples=3000,
+    stateful_step_count=120,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,4 +1,6 @@
 ---- MODULE Live ----
+\* Liveness: FairSpec (Live.cfg) loops 0 -> 1 -> 2 -> 0 (a lasso); LazySpec
+\* (Stutter.cfg) stutters in the initial state.
 EXTENDS Naturals
 VARIABLE n
 Init == n = 0

@@ -1,4 +1,5 @@
 ---- MODULE One ----
+\* A single variable: TLC prints "n = 0" without the "/\ " prefix.
 EXTENDS Naturals
 VARIABLE n
 Init == n = 0

@@ -1,4 +1,5 @@
 ---- MODULE Pass ----
+\* Passes (Bounded holds); without reset (Deadlock.cfg) it deadlocks at x = y = 2.
 EXTENDS Naturals
 VARIABLES x, y
 Init == x = 0 /\ y = 0

@@ -1,0 +1,206 @@
+"""A pure model of the storage protocol, in units, for the state machine.
+
+It is the spec (spec/ShmObjectStorage.tla, refimpl's fixed protocol) written
+as plain Python: no shared memory, no bytes, just who owns which cell. The
+Hypothesis state machine runs it beside the real implementation and demands
+the same outcome from every step and the same state after it.
+
+Memory is modelled per unit cell (physical position 0..N-1): the chunk header
+that was last written at a cell (a chunk's first cell), the count field next
+to it, and whose payload each cell holds, so that a read of reused memory is
+visibly stale, torn or foreign.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from shmref.driver import Outcome
+
+Handle = tuple[str, int, int]  # (key, address, id), address in units
+
+
+@dataclass
+class ModelRead:
+    handle: Handle
+    cell: int  # physical position of the chunk's header
+    size: int
+    copied: frozenset[tuple[str, int]] | None = None  # payload owners seen by get_copy
+
+
+@dataclass
+class StoreModel:
+    n: int  # ring size in units
+    n_readers: int
+    id_max: int
+    max_obj: int  # largest chunk, units
+    data_buffer_start: int = 0
+    data_buffer_end: int = 0
+    monotonic_id_start: int = 0
+    monotonic_id_end: int = 0
+    metadata: dict[int, int] = field(default_factory=dict)  # live id -> address, FIFO
+    key_index: dict[str, tuple[int, int]] = field(default_factory=dict)
+    id_index: dict[int, str] = field(default_factory=dict)
+    writer_flag: dict[int, int] = field(default_factory=dict)
+    touched: set[int] = field(default_factory=set)
+    header: dict[int, tuple[int, int]] = field(default_factory=dict)  # cell -> (id, size)
+    count: dict[int, int] = field(default_factory=dict)  # cell -> reader count field
+    owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # cell -> (key, put #)
+    puts: int = 0
+    issued: set[Handle] = field(default_factory=set)
+    inbox: list[Counter] = field(default_factory=list)  # per reader: deliveries
+    reads: list[ModelRead | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.inbox = [Counter() for _ in range(self.n_readers)]
+        self.reads = [None] * self.n_readers
+
+    # -- allocator ---------------------------------------------------------------
+
+    def place(self, size: int) -> int | None:
+        address = self.data_buffer_end
+        if address % self.n + size > self.n:
+            address = (address // self.n + 1) * self.n
+        return None if address + size - self.data_buffer_start > self.n else address
+
+    def allocate(self, size: int) -> tuple[int, int] | None:
+        address = self.place(size)
+        if address is None or len(self.metadata) >= self.id_max - 1:
+            return None
+        monotonic_id = self.monotonic_id_end
+        cell = address % self.n
+        self.header[cell] = (monotonic_id, size)
+        for inner in range(cell + 1, cell + size):
+            self.header.pop(inner, None)  # payload bytes overwrite old headers
+        self.metadata[monotonic_id] = address
+        self.data_buffer_end = address + size
+        self.monotonic_id_end = (monotonic_id + 1) % self.id_max
+        return address, monotonic_id
+
+    def is_free(self, monotonic_id: int) -> bool:
+        if monotonic_id in self.touched:
+            return False
+        cell = self.metadata[monotonic_id] % self.n
+        return self.count[cell] >= self.writer_flag[monotonic_id] * self.n_readers
+
+    def free(self, nbytes: int) -> list[int]:
+        freed: list[int] = []
+        freed_units = 0
+        while freed_units < nbytes and self.monotonic_id_start in self.metadata:
+            oldest = self.monotonic_id_start
+            if not self.is_free(oldest):
+                break
+            freed_units += self.header[self.metadata.pop(oldest) % self.n][1]
+            freed.append(oldest)
+            self.monotonic_id_start = (oldest + 1) % self.id_max
+            following = self.metadata.get(self.monotonic_id_start)
+            if following is None:
+                self.data_buffer_start = self.data_buffer_end = 0
+            else:
+                self.data_buffer_start += (following - self.data_buffer_start) % self.n
+        if self.data_buffer_start >= self.n:
+            self.data_buffer_start -= self.n
+            self.data_buffer_end -= self.n
+        return freed
+
+    # -- writer actions ------------------------------------------------------------
+
+    def put(self, key: str, size: int) -> Outcome:
+        if key in self.key_index or size > self.max_obj:
+            return Outcome("ValueError")
+        placed = self.allocate(size)
+        if placed is None:
+            self.free_unused()
+            placed = self.allocate(size)
+            if placed is None:
+                return Outcome("MemoryError")
+        address, monotonic_id = placed
+        cell = address % self.n
+        self.count[cell] = 0
+        self.puts += 1
+        for inner in range(cell, cell + size):
+            self.owner[inner] = (key, self.puts)
+        self.writer_flag[monotonic_id] = 1
+        self.key_index[key] = placed
+        self.id_index[monotonic_id] = key
+        self._issue(key)
+        return Outcome("ok", placed)
+
+    def get_cached(self, key: str) -> Outcome:
+        if key not in self.key_index:
+            return Outcome("KeyError")
+        placed = self.key_index[key]
+        self.writer_flag[placed[1]] += 1
+        self.touched.discard(placed[1])
+        self._issue(key)
+        return Outcome("ok", placed)
+
+    def touch(self, key: str) -> Outcome:
+        if key in self.key_index:
+            self.touched.add(self.key_index[key][1])
+        return Outcome("ok")
+
+    def release_touches(self) -> Outcome:
+        self.touched.clear()
+        return Outcome("ok")
+
+    def free_unused(self) -> Outcome:
+        for freed in self.free(2 * self.max_obj - 1):
+            del self.key_index[self.id_index.pop(freed)]
+            del self.writer_flag[freed]
+        return Outcome("ok")
+
+    def clear(self) -> Outcome:
+        self.metadata.clear()
+        self.monotonic_id_start = self.monotonic_id_end
+        self.data_buffer_start = self.data_buffer_end = 0
+        self.key_index.clear()
+        self.id_index.clear()
+        self.writer_flag.clear()
+        self.touched.clear()
+        return Outcome("ok")
+
+    # -- reader actions ----------------------------------------------------------
+
+    def get_begin(self, reader: int, handle: Handle) -> Outcome:
+        self.reads[reader] = None
+        if handle not in self.issued:
+            return Outcome("rejected")
+        _key, address, monotonic_id = handle
+        cell = address % self.n
+        header = self.header.get(cell)
+        if header is None or header[0] != monotonic_id:
+            return Outcome("stale")
+        self.reads[reader] = ModelRead(handle, cell, header[1])
+        return Outcome("ok")
+
+    def get_copy(self, reader: int) -> Outcome:
+        read = self.reads[reader]
+        cells = range(read.cell, read.cell + read.size)
+        read.copied = frozenset(self.owner.get(cell, ("<garbage>", 0)) for cell in cells)
+        return Outcome("ok")
+
+    def get_end(self, reader: int) -> Outcome:
+        """Re-check the header (refimpl's fix), count, and return the copied key."""
+        read, self.reads[reader] = self.reads[reader], None
+        if self.header.get(read.cell) != (read.handle[2], read.size):
+            return Outcome("stale")
+        self.count[read.cell] += 1
+        keys = {key for key, _ in read.copied}
+        return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
+
+    def _issue(self, key: str) -> None:
+        address, monotonic_id = self.key_index[key]
+        handle = (key, address, monotonic_id)
+        self.issued.add(handle)
+        for inbox in self.inbox:
+            inbox[handle] += 1
+
+    # -- views ---------------------------------------------------------------------
+
+    def counts(self) -> dict[int, int]:
+        return {i: self.count[a % self.n] for i, a in self.metadata.items()}
+
+    def in_flight(self) -> bool:
+        return any(read is not None for read in self.reads)

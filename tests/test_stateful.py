@@ -1,0 +1,207 @@
+"""Hypothesis state machines: the real implementation on shared memory,
+stepped by the spec's actions with a pure model (shmref.model) beside it.
+
+Rules carry the spec's action names; a read is three rules (get_begin,
+get_copy, get_end) so Hypothesis chooses how the writer interleaves with
+in-flight reads. Rules keep to the protocol's assumptions (A1: each delivery
+is read once by each reader; A2: no clear while a read is in flight); what
+happens outside them is TLC's job (spec/) and the replay tests'.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+)
+
+from shmref.driver import Driver
+from shmref.model import StoreModel
+
+KEYS = ("a", "b", "c", "d", "e")
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """One writer, R readers, a ring of N units (1 unit = 16 bytes)."""
+
+    impl: ModuleType
+    N, R, ID_MAX, MAX_OBJ = 8, 2, 5, 3
+    reader_processes = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.driver = Driver(self.impl, self.N, n_readers=self.R, id_max=self.ID_MAX,
+                             max_obj=self.MAX_OBJ, reader_processes=self.reader_processes)
+        self.model = StoreModel(self.N, self.R, self.ID_MAX, self.MAX_OBJ)
+
+    def teardown(self) -> None:
+        self.driver.close()
+
+    def step(self, name: str, *args):
+        real = getattr(self.driver, name)(*args)
+        expected = getattr(self.model, name)(*args)
+        same = real.status == expected.status and (
+            expected.result is None or real.result == expected.result)
+        assert same, f"{name}{args}: implementation gave {real}, model expects {expected}"
+        return real
+
+    # -- writer ------------------------------------------------------------------
+
+    @rule(key=st.sampled_from(KEYS), size=st.integers(1, 4))
+    def put(self, key, size):
+        self.step("put", key, size)
+
+    @precondition(lambda self: self.model.key_index)
+    @rule(data=st.data())
+    def get_cached(self, data):
+        self.step("get_cached", data.draw(st.sampled_from(sorted(self.model.key_index))))
+
+    @rule(data=st.data())
+    def touch(self, data):
+        """Mostly a cached key (the interesting case), sometimes any key."""
+        cached = sorted(self.model.key_index)
+        keys = st.sampled_from(cached) if cached else st.sampled_from(KEYS)
+        self.step("touch", data.draw(keys | st.sampled_from(KEYS)))
+
+    @rule()
+    def release_touches(self):
+        self.step("release_touches")
+
+    @rule()
+    def free_unused(self):
+        self.step("free_unused")
+
+    @precondition(lambda self: not self.model.in_flight())
+    @rule(roll=st.integers(0, 3))
+    def clear(self, roll):
+        """Taken one time in four: a clear wipes what the other rules built."""
+        if roll == 0:
+            self.step("clear")
+
+    # -- readers -----------------------------------------------------------------
+
+    def idle_with_mail(self) -> list[int]:
+        return [r for r in range(self.R)
+                if self.model.reads[r] is None and +self.model.inbox[r]]
+
+    @precondition(lambda self: self.idle_with_mail())
+    @rule(data=st.data())
+    def get_begin(self, data):
+        reader = data.draw(st.sampled_from(self.idle_with_mail()))
+        handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
+        self.model.inbox[reader][handle] -= 1
+        self.step("get_begin", reader, handle)
+
+    @precondition(lambda self: self.idle_with_mail())
+    @rule(data=st.data())
+    def get(self, data):
+        """A whole read at once, as `storage.get` does it: begin, copy, end."""
+        reader = data.draw(st.sampled_from(self.idle_with_mail()))
+        handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
+        self.model.inbox[reader][handle] -= 1
+        if self.step("get_begin", reader, handle).status == "ok":
+            self.step("get_copy", reader)
+            assert self.step("get_end", reader).result != "<foreign>"
+
+    @precondition(lambda self: self.idle_with_mail())
+    @rule()
+    def drain(self):
+        """Every idle reader reads all its mail, oldest handle first: the
+        steady state in which the writer can reclaim everything."""
+        for reader in self.idle_with_mail():
+            inbox = self.model.inbox[reader]
+            for handle in sorted(+inbox, key=lambda h: h[2]):
+                for _ in range(inbox[handle]):
+                    inbox[handle] -= 1
+                    if self.step("get_begin", reader, handle).status == "ok":
+                        self.step("get_copy", reader)
+                        assert self.step("get_end", reader).result != "<foreign>"
+
+    @rule(reader=st.integers(0, 1), key=st.sampled_from(KEYS),
+          address=st.integers(0, 12), monotonic_id=st.integers(0, 4), roll=st.integers(0, 3))
+    def get_begin_forged(self, reader, key, address, monotonic_id, roll):
+        """A handle the writer never issued (taken one time in four)."""
+        handle = (key, address, monotonic_id)
+        if roll == 0 and self.model.reads[reader] is None and handle not in self.model.issued:
+            self.step("get_begin", reader, handle)
+
+    @precondition(lambda self: any(r is not None and r.copied is None for r in self.model.reads))
+    @rule(data=st.data())
+    def get_copy(self, data):
+        ready = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied is None]
+        self.step("get_copy", data.draw(st.sampled_from(ready)))
+
+    @precondition(lambda self: any(r is not None and r.copied is not None
+                                   for r in self.model.reads))
+    @rule(data=st.data())
+    def get_end(self, data):
+        done = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied]
+        result = self.step("get_end", data.draw(st.sampled_from(done)))
+        assert result.result != "<foreign>"
+
+    # -- invariants --------------------------------------------------------------
+
+    @invariant()
+    def implementation_state_matches_model(self):
+        real = self.driver.observe()
+        model = self.model
+        expected = {
+            "data_buffer_start": model.data_buffer_start,
+            "data_buffer_end": model.data_buffer_end,
+            "monotonic_id_start": model.monotonic_id_start,
+            "monotonic_id_end": model.monotonic_id_end,
+            "metadata": model.metadata,
+            "counts": model.counts(),
+            "key_index": model.key_index,
+            "writer_flag": model.writer_flag,
+            "touched": model.touched,
+        }
+        for name, value in expected.items():
+            if name in real:  # an implementation may lack internals
+                assert real[name] == value, f"{name}: implementation {real[name]}, model {value}"
+
+    @invariant()
+    def live_chunks_are_disjoint_fifo_and_in_range(self):
+        real = self.driver.observe()
+        if "metadata" not in real:
+            return
+        start, end, n = real["data_buffer_start"], real["data_buffer_end"], self.N
+        assert 0 <= start <= end and end - start <= n and start < n or start == end == 0
+        chunks = list(real["metadata"].items())
+        sizes = self.model.header
+        previous_end = start
+        for i, (chunk_id, address) in enumerate(chunks):
+            expected_id = (real["monotonic_id_start"] + i) % self.ID_MAX
+            assert chunk_id == expected_id, "live ids are not consecutive from monotonic_id_start"
+            size = sizes[address % n][1]
+            assert address >= previous_end, "live chunks overlap or are out of FIFO order"
+            assert address % n + size <= n, "a chunk straddles the end of the buffer"
+            previous_end = address + size
+        assert previous_end <= max(end, start)
+
+
+def machine_for(impl: ModuleType, **overrides) -> type[StoreMachine]:
+    return type("Machine", (StoreMachine,), {"impl": impl, **overrides})
+
+
+def test_store_machine(impl):
+    machine_for(impl).TestCase().runTest()
+
+
+def test_store_machine_small_ids(impl):
+    """ID_MAX 3: ids wrap every few puts and the live-id limit bites."""
+    machine_for(impl, ID_MAX=3, N=10).TestCase().runTest()
+
+
+def test_store_machine_reader_processes(impl):
+    """Readers in their own processes: the same rules over real cross-process memory."""
+    machine = machine_for(impl, reader_processes=True)
+    machine.TestCase.settings = settings(machine.TestCase.settings, max_examples=8,
+                                         stateful_step_count=30)
+    machine.TestCase().runTest()
