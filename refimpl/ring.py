@@ -194,10 +194,15 @@ class SingleWriterShmRingBuffer:
         self.data_buffer_end = 0
 
     def close(self) -> None:
-        """Detach; the writer also unlinks, even if a view is still exported."""
+        """Detach; the writer also unlinks, even if a view is still exported.
+
+        Idempotent: a second close (or `__del__` after close) must not unlink
+        a newer segment that has since been created under the same name.
+        """
         memory = getattr(self, "shared_memory", None)
-        if memory is None:
+        if memory is None or getattr(self, "_closed", False):
             return
+        self._closed = True
         try:
             if self.is_writer:
                 with suppress(FileNotFoundError):

@@ -289,15 +289,23 @@ class SingleWriterShmObjectStorage:
         self.writer_flag[id] = self.writer_flag.get(id, 0) + 1
 
     def increment_reader_flag(self, data_view: memoryview) -> None:
+        """Add one read; the 4-byte count wraps instead of overflowing (see
+        default_is_free_check), so a hot object can be read forever."""
         count = self.ring_buffer.byte2int(data_view)
-        data_view[:] = self.ring_buffer.int2byte(count + 1)
+        data_view[:] = self.ring_buffer.int2byte((count + 1 + 2**31) % 2**32 - 2**31)
 
     def default_is_free_check(self, id: int, buf: memoryview) -> bool:
-        """Free when not touched and every reader has read every hand-out."""
+        """Free when not touched and every reader has read every hand-out.
+
+        That is the seed's ``reader_count >= writer_count * n_readers``,
+        computed modulo 2**32: reads owed minus reads done is far below 2**31
+        in magnitude, so the comparison stays exact after the count wraps.
+        """
         if id in self._touched:
             return False
         reader_count = int.from_bytes(buf[: self.flag_bytes], "little", signed=True)
-        return reader_count >= self.writer_flag[id] * self.n_readers
+        owed = (self.writer_flag[id] * self.n_readers - reader_count) % 2**32
+        return owed == 0 or owed >= 2**31
 
     def is_cached(self, key: str) -> bool:
         self._require_writer("look up cached objects")
