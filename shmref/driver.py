@@ -10,6 +10,7 @@ the spec's variables, for comparison with a model state.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -45,8 +46,16 @@ class LocalReader:
         self.abandon()
         self.read = splitread.begin(self.storage, *args)
 
-    def copy(self) -> None:
-        splitread.copy(self.storage, self.read)
+    def copy(self, fail: bool = False) -> None:
+        if not fail:
+            splitread.copy(self.storage, self.read)
+            return
+        serde = self.storage.ser_de
+        self.storage.ser_de = FailingSerde()
+        try:
+            splitread.copy(self.storage, self.read)
+        finally:
+            self.storage.ser_de = serde
 
     def end(self) -> Any:
         read, self.read = self.read, None
@@ -77,7 +86,9 @@ class RemoteReader:
     def begin(self, *args: Any) -> None:
         self._call("begin", *args)
 
-    def copy(self) -> None:
+    def copy(self, fail: bool = False) -> None:
+        if fail:
+            raise NotImplementedError("injected copy failures need in-process readers")
         self._call("copy")
 
     def end(self) -> Any:
@@ -87,14 +98,28 @@ class RemoteReader:
         self.process.stop()
 
 
+class DeserializeError(ValueError):
+    """Injected: the object could not be deserialized."""
+
+
+class FailingSerde:
+    def deserialize(self, data: Any) -> Any:
+        raise DeserializeError("injected deserialize failure")
+
+
 _EXCEPTIONS = {"ValueError": ValueError, "MemoryError": MemoryError, "KeyError": KeyError}
 
 
-def value_for(key: str, size: int, serde: Any) -> bytes:
-    """Bytes, recognisably `key`'s, whose serialized object fills a chunk of
-    `size` units exactly (object = 16*size - 8 bytes incl. the 4-byte count)."""
+def value_for(key: str, size: int, serde: Any) -> str:
+    """A string, recognisably `key`'s, whose serialized object fills a chunk
+    of `size` units exactly (object = 16*size - 8 bytes incl. the 4-byte
+    count). It starts with a 2-character tag of the key, so that even the
+    2-character value of a 1-unit chunk tells keys apart."""
     target = UNIT * size - MD_SIZE
-    pattern = (key + "|").encode()
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
+    tag = "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36] + \
+        "0123456789abcdefghijklmnopqrstuvwxyz"[digest // 36 % 36]
+    pattern = tag + key + "|"
     for length in range(max(target - 16, 0), target + 1):
         value = (pattern * (length // len(pattern) + 1))[:length]
         _data, data_bytes, _md, md_bytes = serde.serialize(value)
@@ -139,7 +164,7 @@ class Driver:
                 reader = kind(impl, self.writer.handle())
                 self.resources.callback(reader.close)
                 self.readers.append(reader)
-        self.value_keys: dict[bytes, str] = {}  # every value put -> its key
+        self.value_keys: dict[str, str] = {}  # every value put -> its key
 
     def close(self) -> None:
         self.resources.close()
@@ -171,6 +196,8 @@ class Driver:
 
     def put(self, key: str, size: int) -> Outcome:
         value = value_for(key, size, self.writer.ser_de)
+        if self.value_keys.get(value, key) != key:
+            raise ValueError(f"keys {key!r} and {self.value_keys[value]!r} get the same value")
         outcome = self._run(lambda: self._units(self.writer.put(key, value)))
         if outcome.status == "ok":
             self.value_keys[value] = key
@@ -210,8 +237,11 @@ class Driver:
         )
         return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
-    def get_copy(self, reader: int) -> Outcome:
-        return self._run(self.readers[reader].copy)
+    def get_copy(self, reader: int, fail: bool = False) -> Outcome:
+        """`fail` makes this copy's deserialization fail, as a corrupt or
+        unexpected object would (the spec's COPY_FAIL)."""
+        outcome = self._run(lambda: self.readers[reader].copy(fail=fail))
+        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     def get_end(self, reader: int) -> Outcome:
         """Ends the read; an ok result is the key whose value came back
@@ -281,8 +311,11 @@ def _scaled(byte_address: int) -> int:
 
 
 def _refusal(outcome: Outcome) -> str:
-    """Tell a forged handle (signature) from a stale one (id check)."""
+    """Tell a forged handle (signature) from a stale one (id check) and
+    from an injected deserialization failure."""
     message = str(outcome.result)
+    if "injected deserialize failure" in message:
+        return "DeserializeError"
     if outcome.status == "ValueError" and "signature" in message.lower():
         return "rejected"
     if outcome.status == "ValueError":
