@@ -21,8 +21,8 @@ BUILD = REPO / "build" / "mutants"
 MUTATIONS: dict[str, tuple[str, str, str, str]] = {
     "free_rule_without_n_readers": (
         "storage.py",
-        "reader_count >= self.writer_flag[id] * self.n_readers",
-        "reader_count >= self.writer_flag[id]",
+        "owed = (self.writer_flag[id] * self.n_readers - reader_count) % 2**32",
+        "owed = (self.writer_flag[id] - reader_count) % 2**32",
         "reclaims after one reader's read, whatever n_readers is",
     ),
     "get_cached_not_counted": (

@@ -10,19 +10,24 @@ happens outside them is TLC's job (spec/) and the replay tests'.
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 
 import hypothesis.strategies as st
-from hypothesis import settings
+import pytest
+from hypothesis import Phase, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
 )
 
+from shmref.corpus import simulation_corpus
 from shmref.driver import Driver
 from shmref.model import StoreModel
+from shmref.mutants import MUTATIONS, build_mutant
 
 KEYS = ("a", "b", "c", "d", "e")
 
@@ -186,12 +191,52 @@ class StoreMachine(RuleBasedStateMachine):
         assert previous_end <= max(end, start)
 
 
-def machine_for(impl: ModuleType, **overrides) -> type[StoreMachine]:
-    return type("Machine", (StoreMachine,), {"impl": impl, **overrides})
+class TraceSeededMachine(StoreMachine):
+    """Starts from a prefix of a TLC simulation of spec/MCStorage (same
+    constants), then goes on with invented steps: Hypothesis picks the trace
+    and the prefix length, and shrinks both like any other choice."""
+
+    N, R, ID_MAX, MAX_OBJ = 4, 2, 5, 2  # spec/MCStorage.cfg
+
+    @initialize(data=st.data())
+    def replay_tlc_prefix(self, data):
+        traces = storage_traces()
+        trace = traces[data.draw(st.integers(0, len(traces) - 1), label="TLC trace")]
+        length = data.draw(st.integers(0, len(trace.states) - 1), label="prefix length")
+        readers = ["r1", "r2"]
+        for state in trace.states[1 : 1 + length]:
+            action = state.vars["last_action"]
+            name = action["name"]
+            if name == "put":
+                self.step("put", action["key"], action["size"])
+            elif name in ("get_cached", "touch"):
+                self.step(name, action["key"])
+            elif name in ("release_touches", "free_unused", "clear"):
+                self.step(name)
+            elif name == "get_begin":
+                reader, handle = readers.index(action["reader"]), tuple(action["handle"])
+                self.model.inbox[reader][handle] -= 1
+                self.step("get_begin", reader, handle)
+            elif name in ("get_copy", "get_end"):
+                self.step(name, readers.index(action["reader"]))
+
+
+@functools.cache
+def storage_traces():
+    return simulation_corpus("MCStorage", 60, 30, 7)
+
+
+def machine_for(impl: ModuleType, base: type[StoreMachine] = StoreMachine,
+                **overrides) -> type[StoreMachine]:
+    return type("Machine", (base,), {"impl": impl, **overrides})
 
 
 def test_store_machine(impl):
     machine_for(impl).TestCase().runTest()
+
+
+def test_store_machine_from_tlc_traces(impl):
+    machine_for(impl, TraceSeededMachine).TestCase().runTest()
 
 
 def test_store_machine_small_ids(impl):
@@ -205,3 +250,23 @@ def test_store_machine_reader_processes(impl):
     machine.TestCase.settings = settings(machine.TestCase.settings, max_examples=8,
                                          stateful_step_count=30)
     machine.TestCase().runTest()
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTATIONS))
+def test_state_machine_catches_injected_bugs(mutant, is_refimpl):
+    """Each deliberately broken copy of refimpl fails the state machine on a
+    model comparison (not on some incidental crash)."""
+    if not is_refimpl:
+        pytest.skip("mutants are copies of refimpl")
+    machine = machine_for(build_mutant(mutant))
+    # Finding the bug is the point; shrinking it would only cost minutes.
+    machine.TestCase.settings = settings(machine.TestCase.settings,
+                                         phases=[Phase.explicit, Phase.generate])
+    try:
+        machine.TestCase().runTest()
+    except AssertionError:
+        return
+    except ExceptionGroup as group:  # several distinct failures: all must be ours
+        assert all(isinstance(e, AssertionError) for e in group.exceptions), group.exceptions
+        return
+    pytest.fail(f"the state machine did not catch mutant {mutant}: {MUTATIONS[mutant][3]}")

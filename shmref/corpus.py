@@ -1,0 +1,40 @@
+"""TLC simulation corpora, made once per spec version and kept in build/.
+
+A corpus is the traces of `-simulate num=K -depth D -seed S` on one model;
+the same seed gives the same traces, and the cache key includes a hash of
+the spec files, so an edited spec never replays stale traces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from shmref import tlc
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC_DIR = REPO / "spec"
+CACHE = REPO / "build" / "corpus"
+
+
+def spec_digest(spec_dir: Path = SPEC_DIR) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(spec_dir.glob("*.tla")) + sorted(spec_dir.glob("*.cfg")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def simulation_corpus(model: str, num: int, depth: int, seed: int,
+                      spec_dir: Path = SPEC_DIR) -> list[tlc.Trace]:
+    """`num` traces per TLC worker of at most `depth` states of `model`."""
+    folder = CACHE / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
+    done = folder / "DONE"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        run = tlc.run_tlc(spec_dir / f"{model}.tla", spec_dir / f"{model}.cfg",
+                          simulate=(num, depth, seed), simulate_dir=folder / "traces")
+        if run.outcome != "ok":
+            raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
+        done.write_text(run.summary() + "\n")
+    return tlc.read_simulation_traces(folder / "traces")
