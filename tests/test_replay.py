@@ -9,7 +9,6 @@ the step-by-step table.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
