@@ -4,6 +4,7 @@ shared memory rather than readers inside the test process."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import multiprocessing as mp
 import queue
@@ -39,6 +40,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
     ("begin", address, id, signature, key)      -> first step of a split read
     ("copy",) / ("end",)                        -> its next steps
     ("touch", key, address, id, signature)      -> reader-side touch
+    ("verify", [handles])                       -> (intact reads, problems)
     Each answers (outcome, value-or-message)."""
     impl = load(impl_name)
     storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
@@ -60,6 +62,8 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
             elif verb == "end":
                 results.put(_outcome(splitread.end, storage, read))
                 read = None
+            elif verb == "verify":
+                results.put(("ok", verify_many(storage, args[0])))
             elif verb == "touch":
                 results.put(_outcome(storage.touch, *args))
             else:
@@ -69,6 +73,32 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
             with suppress(Exception):
                 splitread.abandon(read)
         storage.close()
+
+
+def checksummed(key: str, payload: bytes) -> bytes:
+    """A value that proves its own integrity and its key: digest + key + payload."""
+    body = key.encode() + b"\0" + payload
+    return hashlib.sha256(body).digest()[:8] + body
+
+
+def verify_many(storage: Any, handles: list[tuple]) -> tuple[int, list[str]]:
+    """Read every (address, id, signature, key) handle; count the reads whose
+    value is intact and is that key's, and describe the others."""
+    good, bad = 0, []
+    for address, monotonic_id, signature, key in handles:
+        try:
+            value = storage.get(address, monotonic_id, signature, key)
+        except Exception as exc:  # a refused read is a failure here, not a crash
+            bad.append(f"{key}: {type(exc).__name__}: {exc}")
+            continue
+        digest, body = value[:8], value[8:]
+        if hashlib.sha256(body).digest()[:8] != digest:
+            bad.append(f"{key}: torn value")
+        elif (owner := body.split(b"\0", 1)[0]) != key.encode():
+            bad.append(f"{key}: foreign value of {owner!r}")
+        else:
+            good += 1
+    return good, bad
 
 
 class ReaderProcess:
