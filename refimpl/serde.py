@@ -35,14 +35,26 @@ class MsgpackSerde(ObjectSerde):
         return payload, len(payload), header, len(header)
 
     def deserialize(self, data: memoryview) -> Any:
-        unpacker = msgpack.Unpacker(
-            raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1)
-        )
-        unpacker.feed(data)
         try:
-            length = unpacker.unpack()
-            if type(length) is not int or unpacker.tell() + length != len(data):
-                raise ValueError(f"payload length {length!r} does not match the object")
-            return unpacker.unpack()
-        except (msgpack.UnpackException, ValueError) as exc:
+            start, length = _read_length(data)
+            if start + length != len(data):
+                raise ValueError(f"payload length {length} does not match the object")
+            with memoryview(data)[start:] as payload:  # unpacked in place: no extra copy
+                return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        except (msgpack.UnpackException, ValueError, IndexError) as exc:
             raise ValueError(f"corrupt object in shared memory: {exc}") from exc
+
+
+# msgpack's unsigned int encodings: first byte -> number of bytes that follow
+_UINT_WIDTHS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+
+
+def _read_length(data: memoryview) -> tuple[int, int]:
+    """The payload length in the metadata: (payload offset, length)."""
+    first = data[0]
+    if first < 0x80:  # positive fixint
+        return 1, first
+    width = _UINT_WIDTHS.get(first)
+    if width is None:
+        raise ValueError(f"metadata does not start with a length (byte {first:#x})")
+    return 1 + width, int.from_bytes(data[1 : 1 + width], "big")

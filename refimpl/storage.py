@@ -266,7 +266,8 @@ class SingleWriterShmObjectStorage:
             not isinstance(key, str)
             or not isinstance(signature, list)
             or len(signature) != SIGNATURE_BYTES
-            or any(type(byte) is not int or not 0 <= byte <= 255 for byte in signature)
+            or set(map(type, signature)) != {int}
+            or not 0 <= min(signature) <= max(signature) <= 255
         ):
             raise ValueError(invalid)
         check_int("address", address, low=0, high=2**64 - 1)
@@ -351,10 +352,14 @@ class SingleWriterShmObjectStorage:
 
     def _recheck(self, read: Read) -> None:
         """The seqlock half of a read: the header must still be ours."""
-        with self.ring_buffer.access_buf(read.address) as (_, (chunk_id, size)):
-            if size != read.size:
-                chunk_id = -1
-            self._check_id(read.address, read.monotonic_id, chunk_id)
+        ring = self.ring_buffer
+        offset = ring._offset(read.address)
+        header = ring._buf()[offset : offset + ring.MD_SIZE]
+        chunk_id = ring.byte2int(header[: ring.ID_NBYTES])
+        if ring.byte2int(header[ring.ID_NBYTES :]) != read.size:
+            chunk_id = -1  # not the chunk we opened, whatever its id says
+        header.release()
+        self._check_id(read.address, read.monotonic_id, chunk_id)
 
 
 def _byte_parts(data: Any) -> list[bytes | memoryview]:
