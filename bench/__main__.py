@@ -1,0 +1,133 @@
+"""`python -m bench [--quick] [--out PATH] [--update-readme] [--only SECTION ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import sys
+import time
+from multiprocessing import resource_tracker
+from pathlib import Path
+from typing import Any
+
+from bench import replaybench, report, store, tlcbench
+from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
+
+SECTIONS = ("store", "tlc", "replay", "mutants")
+
+NOTES = [
+    "refimpl and the seed share one serializer (`refimpl.serde.MsgpackSerde`: the seed "
+    "module imports it), so their ratio measures the ring and the store, not msgpack.",
+    "put = `put` + `get_signature` (a signed handle, as vLLM hands out); get = `get` in a "
+    "reader process: HMAC check, id check, deserialize, count under the reader lock.",
+    "The plain copy writes the value's bytes into a segment and each reader copies "
+    "them out (`bytes(view)`), over the same processes and pipes: the physical limit.",
+    "cProfile's own overhead inflates Python-level steps; read the shares as where the "
+    "interpreter spends its time, not as exact costs.",
+]
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinity: replace non-finite floats by None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and iterations: checks the benchmark runs (CI)")
+    parser.add_argument("--out", type=Path, default=BENCH_DIR / "results.json",
+                        help="results file, or a folder to write results.json into")
+    parser.add_argument("--update-readme", action="store_true",
+                        help="replace README.md's section between the bench markers")
+    parser.add_argument("--only", action="append", choices=SECTIONS,
+                        help="run only this section (repeatable)")
+    parser.add_argument("--report-only", type=Path, metavar="RESULTS_JSON",
+                        help="measure nothing: print (and with --update-readme, put in "
+                        "README.md) the tables of an earlier run's results")
+    args = parser.parse_args(argv)
+    if args.report_only is not None:
+        text = report.markdown(json.loads(args.report_only.read_text(encoding="utf-8")))
+        print(text)
+        if args.update_readme:
+            report.update_readme(REPO / "README.md", text)
+        return 0
+    sections = set(args.only or SECTIONS)
+    out = args.out / "results.json" if args.out.is_dir() else args.out
+
+    started = time.monotonic()
+    results: dict[str, Any] = {"meta": {
+        "quick": args.quick, "python": platform.python_version(), "cpus": os.cpu_count(),
+        "date": datetime.date.today().isoformat(), "sections": sorted(sections)}}
+    notes = list(NOTES)
+    created: list[str] = []
+    register = resource_tracker.register
+
+    def track(name: str, rtype: str) -> None:  # every segment this process creates
+        if rtype == "shared_memory":
+            created.append(name.lstrip("/"))
+        register(name, rtype)
+
+    resource_tracker.register = track  # type: ignore[assignment]
+    try:
+        with cleanup_guard():
+            if "store" in sections:
+                seed = None
+                try:
+                    from shmref.seedbuild import SeedError, build_seed_module
+                    seed = build_seed_module()
+                except SeedError as exc:
+                    notes.append(f"seed not measured: {exc}")
+                config = store.QUICK if args.quick else store.FULL
+                if args.quick:
+                    notes.append("--quick: the largest value is 64 KiB, not 1 MiB.")
+                results["store"] = store.run(config, seed)
+            if "tlc" in sections:
+                results["tlc"] = tlcbench.run(args.quick)
+            if {"replay", "mutants"} & sections:
+                config_r = replaybench.QUICK if args.quick else replaybench.FULL
+                if args.quick:
+                    notes.append("--quick: edge coverage uses a smaller allocator model "
+                                 "(bench/MCRingQuick.cfg) and stops after "
+                                 f"{config_r.edge_seconds:g} s of replay.")
+                found = replaybench.run(config_r, sections)
+                if found:
+                    results["replay"] = found
+    except KeyboardInterrupt:
+        progress("interrupted: segments and reader processes cleaned up")
+        return 130
+    finally:
+        resource_tracker.register = register  # type: ignore[assignment]
+        leaked = sorted(n for n in created if os.path.exists(f"/dev/shm/{n}"))
+        children = [p.pid for p in mp.active_children()]
+        if leaked or children:
+            print(f"bench: LEAKED segments {leaked}, processes {children}", file=sys.stderr)
+
+    results["meta"]["seconds"] = time.monotonic() - started
+    results["notes"] = notes
+    results["leaks"] = {"segments": leaked, "processes": children,
+                        "segments_created": len(created)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(_finite(results), indent=1) + "\n", encoding="utf-8")
+    text = report.markdown(results)
+    print(text)
+    progress(f"results written to {out}")
+    if args.update_readme:
+        report.update_readme(REPO / "README.md", text)
+        progress("README.md benchmark section updated")
+    return 1 if leaked or children else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

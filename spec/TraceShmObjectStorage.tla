@@ -1,0 +1,91 @@
+------------------------ MODULE TraceShmObjectStorage ------------------------
+(***************************************************************************)
+(* Trace validation (implementation -> spec), as CCF and etcd-raft do it.  *)
+(*                                                                         *)
+(* TraceLog is a sequence of records written by shmref.recorder while an   *)
+(* implementation ran: each names a spec action (DESIGN.md), carries its   *)
+(* arguments in units and the outcome the implementation showed, e.g.      *)
+(*   [name |-> "put", key |-> "a", size |-> 2, outcome |-> "ok",           *)
+(*    handle |-> <<"a", 0, 0>>]                                            *)
+(*   [name |-> "get_end", reader |-> 0, handle |-> <<"a", 0, 0>>,          *)
+(*    outcome |-> "ok", value |-> "a"]                                     *)
+(* A generated module (build/trace/...) EXTENDS this one, defines the log  *)
+(* and the constants, and its cfg checks the invariant TraceIncomplete.   *)
+(*                                                                         *)
+(* Step i of the behaviour must take the spec action that log[i] names,    *)
+(* with log[i]'s arguments, and end with a last_action that agrees with    *)
+(* every field of log[i] (outcome, handle, freed ids; `value` is the key   *)
+(* whose value the read returned, or "<foreign>").  The only other steps   *)
+(* are stutters for calls that the spec leaves out because they change     *)
+(* nothing (NoOp below).  So every behaviour of TraceSpec is a behaviour   *)
+(* of ShmObjectStorage's Spec (its steps are Next or UNCHANGED vars) that  *)
+(* performs the log, entry by entry.                                       *)
+(*                                                                         *)
+(* TLC explores TraceSpec; the invariant TraceIncomplete (i <= Len(log))   *)
+(* is violated exactly when some behaviour has matched the whole log:      *)
+(*   invariant TraceIncomplete violated  =>  the log is ACCEPTED           *)
+(*   TLC finishes without violation      =>  the log is REJECTED; the      *)
+(*   search depth D says that log[1..D-1] matched and log[D] cannot.       *)
+(* Run TLC with -deadlock: a branch that cannot go on is not an error.    *)
+(***************************************************************************)
+EXTENDS ShmObjectStorage
+
+CONSTANT TraceLog   \* a sequence of records (see above)
+
+VARIABLE i          \* the next log entry to match
+
+tvars == <<vars, i>>
+
+\* The spec action a log entry names, with the entry's arguments.
+Perform(e) ==
+    CASE e.name = "put"             -> put(e.key, e.size)
+      [] e.name = "get_cached"      -> get_cached(e.key)
+      [] e.name = "touch"           -> touch(e.key)
+      [] e.name = "release_touches" -> release_touches
+      [] e.name = "free_unused"     -> free_unused
+      [] e.name = "clear"           -> clear
+      [] e.name = "get_begin"       -> GetBegin(e.reader, e.handle)
+      [] e.name = "get_copy"        -> get_copy(e.reader)
+      [] e.name = "get_end"         -> get_end(e.reader)
+      [] OTHER                      -> FALSE
+
+\* The value a read returned (a sequence of the cells' owners) is the value
+\* of key v, or ("<foreign>") of no key at all.
+ValueMatches(v, got) ==
+    IF v = "<foreign>"
+    THEN ~\E k \in Keys : got = [j \in 1..Len(got) |-> k] /\ Len(got) > 0
+    ELSE Len(got) > 0 /\ got = [j \in 1..Len(got) |-> v]
+
+\* The step's last_action agrees with every field the log recorded.
+Matches(e) ==
+    /\ \A f \in (DOMAIN e) \ {"value"} :
+          f \in DOMAIN last_action' /\ last_action'[f] = e[f]
+    /\ "value" \in DOMAIN e =>
+          "value" \in DOMAIN last_action' /\ ValueMatches(e.value, last_action'.value)
+
+\* Calls the spec does not model because they change nothing: the
+\* implementation returned without effect (a stutter step).
+NoOp(e) ==
+    \/ e.name = "free_unused" /\ e.outcome = "ok"
+       /\ FreeUnusedOn(Cur).s.md = metadata
+       /\ ("freed" \in DOMAIN e => e.freed = <<>>)
+    \/ e.name = "release_touches" /\ e.outcome = "ok" /\ touched = {}
+    \/ e.name = "touch" /\ e.outcome = "ok"
+       /\ (e.key \notin DOMAIN key_index \/ key_index[e.key][2] \in touched)
+    \/ e.name = "get_cached" /\ e.outcome # "ok" /\ e.key \notin DOMAIN key_index
+
+TraceInit == Init /\ i = 1
+
+TraceNext ==
+    /\ i <= Len(TraceLog)
+    /\ LET e == TraceLog[i]
+       IN  \/ Perform(e) /\ Matches(e)
+           \/ NoOp(e) /\ UNCHANGED vars
+    /\ i' = i + 1
+
+TraceSpec == TraceInit /\ [][TraceNext]_tvars
+
+\* Violated iff the whole log was matched (see the header).
+TraceIncomplete == i <= Len(TraceLog)
+
+=============================================================================
