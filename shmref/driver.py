@@ -178,7 +178,10 @@ class Driver:
     # -- ring actions (spec/RingBuffer.tla) ------------------------------------
 
     def allocate_buf(self, size: int) -> Outcome:
-        return self._run(lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE)))
+        outcome = self._run(lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE)))
+        if outcome.status == "ok":
+            self.marked.discard(outcome.result[1])  # a new chunk is not free yet
+        return outcome
 
     def mark_free(self, id: int) -> Outcome:
         self.marked.add(id)
