@@ -11,12 +11,12 @@ import os
 import platform
 import sys
 import time
-from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
 from bench import replaybench, report, store, tlcbench
 from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
+from shmref import shmtrack
 
 SECTIONS = ("store", "tlc", "replay", "mutants")
 
@@ -71,15 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick, "python": platform.python_version(), "cpus": os.cpu_count(),
         "date": datetime.date.today().isoformat(), "sections": sorted(sections)}}
     notes = list(NOTES)
-    created: list[str] = []
-    register = resource_tracker.register
-
-    def track(name: str, rtype: str) -> None:  # every segment this process creates
-        if rtype == "shared_memory":
-            created.append(name.lstrip("/"))
-        register(name, rtype)
-
-    resource_tracker.register = track  # type: ignore[assignment]
     try:
         with cleanup_guard():
             if "store" in sections:
@@ -108,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         progress("interrupted: segments and reader processes cleaned up")
         return 130
     finally:
-        resource_tracker.register = register  # type: ignore[assignment]
-        leaked = sorted(n for n in created if os.path.exists(f"/dev/shm/{n}"))
+        leaked = sorted(shmtrack.leaked())
         children = [p.pid for p in mp.active_children()]
         if leaked or children:
             print(f"bench: LEAKED segments {leaked}, processes {children}", file=sys.stderr)
@@ -117,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     results["meta"]["seconds"] = time.monotonic() - started
     results["notes"] = notes
     results["leaks"] = {"segments": leaked, "processes": children,
-                        "segments_created": len(created)}
+                        "segments_created": len(shmtrack.created())}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_finite(results), indent=1) + "\n", encoding="utf-8")
     text = report.markdown(results)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 import signal
 import statistics
 import sys
@@ -12,8 +10,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
+
+from shmref import shmtrack
+from shmref.impl import load_impl
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_DIR = Path(__file__).resolve().parent
@@ -35,15 +36,6 @@ def ratio(a: float, b: float) -> float:
     return a / b if b else math.inf
 
 
-def shm_segments() -> set[str]:
-    """Segments in /dev/shm that could be ours (not semaphores or the tracker's)."""
-    try:
-        names = os.listdir("/dev/shm")
-    except FileNotFoundError:
-        return set()
-    return {n for n in names if not n.startswith(("sem.", "lttng", "pym-"))}
-
-
 def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
@@ -51,11 +43,12 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 @contextmanager
 def cleanup_guard() -> Iterator[Callable[[], set[str]]]:
     """SIGTERM unwinds like Ctrl-C (so every `finally` closes its segments and
-    stops its readers); yields a function that lists segments leaked so far."""
-    before = shm_segments()
+    stops its readers); yields a function that lists the segments this
+    process created and has not removed."""
+    shmtrack.start()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        yield lambda: shm_segments() - before
+        yield shmtrack.leaked
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -66,10 +59,4 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def load(impl_name: str) -> ModuleType:
-    """An implementation by module name; "seed" is built from ../shared/seed."""
-    if impl_name in ("seed", "shmref_seed"):
-        from shmref.seedbuild import build_seed_module
-
-        return build_seed_module()
-    return importlib.import_module(impl_name)
+load = load_impl

@@ -5,7 +5,6 @@ shared memory rather than readers inside the test process."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import multiprocessing as mp
 import queue
 import time
@@ -13,18 +12,11 @@ from contextlib import suppress
 from typing import Any
 
 from shmref import splitread
+from shmref.impl import load_impl
 
 # One context everywhere: spawn gives each reader a fresh interpreter, which is
 # what a vLLM worker is, and avoids inheriting the writer's mappings by fork.
 CTX = mp.get_context("spawn")
-
-
-def load(impl_name: str) -> Any:
-    if impl_name in ("seed", "shmref_seed"):
-        from shmref.seedbuild import build_seed_module
-
-        return build_seed_module()
-    return importlib.import_module(impl_name)
 
 
 def _outcome(call, *args) -> tuple[str, Any]:
@@ -42,7 +34,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
     ("touch", key, address, id, signature)      -> reader-side touch
     ("verify", [handles])                       -> (intact reads, problems)
     Each answers (outcome, value-or-message)."""
-    impl = load(impl_name)
+    impl = load_impl(impl_name)
     storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
     read = None
     try:

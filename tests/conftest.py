@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -11,8 +10,10 @@ from types import ModuleType
 
 import pytest
 
+from shmref import shmtrack
+from shmref.impl import load_impl
+
 REPO = Path(__file__).resolve().parents[1]
-SEED_NAMES = ("seed", "shmref_seed")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,15 +23,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="module implementing the seed's API to test (default: refimpl; "
         "'seed' builds the seed's own code from ../shared/seed)",
     )
-
-
-def load_impl(name: str) -> ModuleType:
-    """Import the implementation under test; 'seed' is built on the fly."""
-    if name in SEED_NAMES:
-        from shmref.seedbuild import build_seed_module
-
-        return build_seed_module()
-    return importlib.import_module(name)
 
 
 @pytest.fixture(scope="session")
@@ -48,21 +40,12 @@ def is_refimpl(impl: ModuleType) -> bool:
     return impl.__name__ == "refimpl"
 
 
-def shm_segments() -> set[str]:
-    """Segments in /dev/shm that could be ours (not semaphores or the tracker's)."""
-    try:
-        names = os.listdir("/dev/shm")
-    except FileNotFoundError:
-        return set()
-    return {n for n in names if not n.startswith(("sem.", "lttng", "pym-"))}
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_segments():
-    """The whole session must leave /dev/shm as it found it."""
-    before = shm_segments()
+    """Every segment the session creates must be gone at its end."""
+    shmtrack.start()
     yield
-    leaked = shm_segments() - before
+    leaked = shmtrack.leaked()
     if leaked:
         pytest.fail(f"test session leaked shared-memory segments: {sorted(leaked)}")
 

@@ -1,0 +1,34 @@
+"""Which shared-memory segments this process created, and which of them leaked.
+
+Comparing /dev/shm before and after a run blames us for every segment that
+other processes on the machine create meanwhile; recording the names our own
+`SharedMemory(create=True)` calls produce does not.
+"""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import shared_memory
+
+_created: set[str] = set()
+_original_init = shared_memory.SharedMemory.__init__
+
+
+def _recording_init(self, name=None, create=False, size=0, *args, **kwargs):  # type: ignore[no-untyped-def]
+    _original_init(self, name, create, size, *args, **kwargs)
+    if create:
+        _created.add(self.name)
+
+
+def start() -> None:
+    """Record every segment this process creates from now on (idempotent)."""
+    shared_memory.SharedMemory.__init__ = _recording_init  # type: ignore[method-assign]
+
+
+def created() -> set[str]:
+    return set(_created)
+
+
+def leaked() -> set[str]:
+    """Segments this process created that still exist."""
+    return {name for name in _created if os.path.exists(f"/dev/shm/{name.lstrip('/')}")}
