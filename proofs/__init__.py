@@ -1,0 +1,1 @@
+"""CrossHair contracts on the allocator arithmetic; `python -m proofs` runs them."""
