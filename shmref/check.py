@@ -53,7 +53,7 @@ class Model:
 MODELS: tuple[Model, ...] = (
     # allocator
     Model("MCRing", PASS, None, False, "allocator, whole graph dumpable"),
-    Model("MCRingLarge", PASS, None, False, "allocator, N = 6"),
+    Model("MCRingLarge", PASS, None, False, "allocator, N = 5, sizes 1 and 3"),
     Model(
         "MCRingIdCollision",
         INVARIANT,
@@ -88,6 +88,20 @@ MODELS: tuple[Model, ...] = (
         "ReadsReturnPutValue",
         True,
         "H-ClearDrain: pending read begins between clear and reuse",
+    ),
+    Model(
+        "MCEndWindow",
+        INVARIANT,
+        "CountsSound",
+        True,
+        "H-EndWindow: writer step between F2's re-check and the increment",
+    ),
+    Model(
+        "MCEndWindowClear",
+        INVARIANT,
+        "CountsSound",
+        True,
+        "H-EndWindow: clear while draining, FIXED, A1",
     ),
     Model("MCLostReader", LIVENESS, "EveryPutReclaimable", True, "H-LostReader: dropped delivery"),
     Model(

@@ -983,6 +983,7 @@ def run_tlc(
             lines.append(line)
             if log is not None:
                 log.write(line)
+                log.flush()  # so a watcher can tail the log while TLC runs
             watcher.feed(line)
         exit_code = proc.wait()
         reader.join(timeout=5)

@@ -40,7 +40,9 @@
 (* get_copy, get_end) so the writer can act in between.  get_end (re-check *)
 (* under FIXED and increment) is ONE step: the writer does not take the    *)
 (* reader lock, so in the real code a writer step can fall between the     *)
-(* re-check and the increment; that window is not modelled here.          *)
+(* re-check and the increment.  SPLIT_END (a definition, FALSE here; a    *)
+(* model overrides it with `SPLIT_END <- MCSplitEnd`) models that window:  *)
+(* get_check (F2's re-check) and get_end (the increment) become two steps. *)
 (***************************************************************************)
 EXTENDS Integers, FiniteSets, Sequences, TLC
 
@@ -117,6 +119,13 @@ EmptyFn == Ring!EmptyFn
 \* The value put under key k in a chunk of s cells: bytes derived from k,
 \* padded to the chunk (DESIGN.md); one element per cell.
 Value(k, s) == [i \in 1..s |-> k]
+
+\* F2 residual window: with SPLIT_END (and FIXED) get_end is two steps,
+\* get_check (re-check of the header id) then get_end (increment), and the
+\* writer may step in between.  Overridden in a model's cfg, not a constant
+\* (so the existing cfgs and generated trace cfgs need not name it).
+SPLIT_END == FALSE
+Split == SPLIT_END /\ FIXED
 
 \* _validate_monotonic_id: the header at cell p carries the handle's id.
 IdMatches(p, h) == hdr_id[p] = h[3]
@@ -403,14 +412,17 @@ get_copy(r) ==
 \* Seed: a failed copy raised before the increment (no increment).
 \* FIXED: F2 re-check of the header id first (stale: no increment);
 \*        F3 a failed copy still increments.
+\* Split: get_check did the re-check; get_end only increments.
 get_end(r) ==
-    /\ rd[r].st \in {"copied", "failed"}
+    /\ rd[r].st \in IF Split THEN {"checked", "checked_failed"}
+                    ELSE {"copied", "failed"}
     /\ LET h == rd[r].h
            p == rd[r].pos
-           changed == ~IdMatches(p, h)
-           inc == IF FIXED THEN ~changed ELSE rd[r].st = "copied"
+           failed == rd[r].st \in {"failed", "checked_failed"}
+           changed == IF Split THEN FALSE ELSE ~IdMatches(p, h)
+           inc == IF FIXED THEN ~changed ELSE ~failed
            o == IF FIXED /\ changed THEN "stale"
-                ELSE IF rd[r].st = "failed" THEN "DeserializeError"
+                ELSE IF failed THEN "DeserializeError"
                 ELSE "ok"
        IN  /\ IF inc /\ hdr_id[p] # NoId
               THEN /\ count' = [count EXCEPT ![p] = @ + 1]
@@ -429,6 +441,24 @@ get_end(r) ==
                               value |-> IF o = "ok" THEN rd[r].val ELSE <<>>]
     /\ rd' = [rd EXCEPT ![r] = IdleRead]
     /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox,
+                   nissued>>
+
+\* get_check(reader) (Split only): F2's re-check of the header id under the
+\* reader lock; stale: ValueError, no increment; else get_end follows, and
+\* the writer (which does not take the reader lock) may step in between.
+get_check(r) ==
+    /\ Split
+    /\ rd[r].st \in {"copied", "failed"}
+    /\ IF IdMatches(rd[r].pos, rd[r].h)
+       THEN /\ rd' = [rd EXCEPT ![r].st = IF @ = "failed" THEN "checked_failed"
+                                          ELSE "checked"]
+            /\ last_action' = [name |-> "get_check", reader |-> r,
+                               handle |-> rd[r].h, outcome |-> "ok"]
+       ELSE /\ rd' = [rd EXCEPT ![r] = IdleRead]
+            /\ last_action' = [name |-> "get_end", reader |-> r,
+                               handle |-> rd[r].h, outcome |-> "stale",
+                               value |-> <<>>]
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, chunks,
                    nissued>>
 
 \* drop_delivery(reader): environment (LOSSY): a delivery is never read
@@ -453,6 +483,7 @@ Next ==
     \/ clear
     \/ \E r \in Readers : get_begin(r)
     \/ \E r \in Readers : get_copy(r)
+    \/ \E r \in Readers : get_check(r)
     \/ \E r \in Readers : get_end(r)
     \/ \E r \in Readers : drop_delivery(r)
 
@@ -466,11 +497,12 @@ Spec == Init /\ [][Next]_vars
 \* of magnitude too slowly).  One condition per side: issuances are
 \* bounded, so every reader has finitely many steps and one that can step
 \* is not starved for ever by the others.
-ReaderStep == \E r \in Readers : ReadInbox(r) \/ get_copy(r) \/ get_end(r)
+ReaderStep == \E r \in Readers : ReadInbox(r) \/ get_copy(r) \/ get_check(r)
+                                 \/ get_end(r)
 \* = ENABLED <<ReaderStep>>_vars
 ReaderCanStep == \E r \in Readers : rd[r].st # "idle" \/ inbox[r] # EmptyFn
 ReaderStepped ==
-    \/ last_action'.name \in {"get_copy", "get_end"}
+    \/ last_action'.name \in {"get_copy", "get_check", "get_end"}
     \/ last_action'.name = "get_begin" /\ inbox' # inbox
 
 Housekeeping == release_touches \/ free_unused
@@ -514,7 +546,8 @@ TypeOk ==
     /\ payload \in [Cells -> Keys \cup {NoKey, Corrupt}]
     /\ DOMAIN issued \subseteq Handles
     /\ \A r \in Readers : /\ DOMAIN inbox[r] \subseteq Handles
-                          /\ rd[r].st \in {"idle", "open", "copied", "failed"}
+                          /\ rd[r].st \in {"idle", "open", "copied", "failed",
+                                         "checked", "checked_failed"}
     /\ nissued \in 0..MaxIssues
 
 CellsOf(c) == (c.addr % N)..((c.addr % N) + c.size - 1)

@@ -28,6 +28,7 @@ from shmref.corpus import simulation_corpus
 from shmref.driver import Driver
 from shmref.model import StoreModel
 from shmref.mutants import MUTATIONS, build_mutant
+from shmref.replay import SPEC_DIR, read_constants
 
 KEYS = ("a", "b", "c", "d", "e")
 
@@ -185,6 +186,9 @@ class StoreMachine(RuleBasedStateMachine):
             expected_id = (real["monotonic_id_start"] + i) % self.ID_MAX
             assert chunk_id == expected_id, "live ids are not consecutive from monotonic_id_start"
             size = sizes[address % n][1]
+            # as the spec's FifoOrder: addresses count from start, modulo N (a
+            # lap correction moves start and end back by N, not the addresses)
+            address = start + (address - start) % n
             assert address >= previous_end, "live chunks overlap or are out of FIFO order"
             assert address % n + size <= n, "a chunk straddles the end of the buffer"
             previous_end = address + size
@@ -196,7 +200,8 @@ class TraceSeededMachine(StoreMachine):
     constants), then goes on with invented steps: Hypothesis picks the trace
     and the prefix length, and shrinks both like any other choice."""
 
-    N, R, ID_MAX, MAX_OBJ = 4, 2, 5, 2  # spec/MCStorage.cfg
+    _c = read_constants(SPEC_DIR / "MCStorage.cfg")  # the traces' constants
+    N, R, ID_MAX, MAX_OBJ = _c["N"], len(_c["Readers"]), _c["ID_MAX"], _c["MAX_OBJ"]
 
     @initialize(data=st.data())
     def replay_tlc_prefix(self, data):
