@@ -13,6 +13,7 @@ lives in `refimpl.allocator` so that it can be checked on its own.
 from __future__ import annotations
 
 import secrets
+import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -21,6 +22,10 @@ from unittest.mock import patch
 
 from refimpl import allocator
 from refimpl.validate import check_int
+
+
+# A chunk header: [4-byte id][4-byte size incl. header], little-endian, signed.
+HEADER = struct.Struct("<ii")
 
 
 def attach_untracked(name: str) -> shared_memory.SharedMemory:
@@ -120,9 +125,7 @@ class SingleWriterShmRingBuffer:
                 "free chunks before allocating more"
             )
         monotonic_id = self.monotonic_id_end
-        offset = self._offset(address)
-        buf[offset : offset + self.ID_NBYTES] = self.int2byte(monotonic_id)
-        buf[offset + self.ID_NBYTES : offset + self.MD_SIZE] = self.int2byte(total)
+        HEADER.pack_into(buf, self._offset(address), monotonic_id, total)
         self.metadata[monotonic_id] = address
         self.data_buffer_end = address + total
         self.monotonic_id_end = allocator.next_id(monotonic_id, self.ID_MAX)
@@ -140,8 +143,7 @@ class SingleWriterShmRingBuffer:
         buf = self._buf()
         address = check_int("address", address, low=0)
         offset = self._offset(address)
-        chunk_id = self.byte2int(buf[offset : offset + self.ID_NBYTES])
-        size = self.byte2int(buf[offset + self.ID_NBYTES : offset + self.MD_SIZE])
+        chunk_id, size = self.read_header(address)
         room = self.data_buffer_size - (offset - self.DATA_OFFSET)
         if not self.MD_SIZE <= size <= room:
             raise ValueError(
@@ -213,6 +215,10 @@ class SingleWriterShmRingBuffer:
     def __del__(self) -> None:
         with suppress(Exception):
             self.close()
+
+    def read_header(self, address: int) -> tuple[int, int]:
+        """(id, size) of the chunk header at `address`, as the segment holds it now."""
+        return HEADER.unpack_from(self._buf(), self._offset(address))
 
     # -- helpers ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from contextlib import ExitStack
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
@@ -48,10 +48,14 @@ class Read:
     monotonic_id: int
     size: int
     view: memoryview
-    resources: ExitStack
+    chunk: AbstractContextManager  # the open access_buf; closing it releases `view`
     value: Any = None
     error: BaseException | None = None
     copied: bool = field(default=False)
+
+    def close(self) -> None:
+        """Release the view of the segment (idempotent)."""
+        self.chunk.__exit__(None, None, None)
 
 
 class SingleWriterShmObjectStorage:
@@ -178,16 +182,14 @@ class SingleWriterShmObjectStorage:
         """Verify the handle, open its chunk and check the chunk's id."""
         if not self.is_writer:
             self.verify_signature(key, address, monotonic_id, signature)
-        resources = ExitStack()
+        chunk = self.ring_buffer.access_buf(address)
+        view, (chunk_id, size) = chunk.__enter__()
         try:
-            view, (chunk_id, size) = resources.enter_context(
-                self.ring_buffer.access_buf(address)
-            )
             self._check_id(address, monotonic_id, chunk_id)
         except BaseException:
-            resources.close()
+            chunk.__exit__(None, None, None)
             raise
-        return Read(address, monotonic_id, size, view, resources)
+        return Read(address, monotonic_id, size, view, chunk)
 
     def get_copy(self, read: Read) -> None:
         """Deserialize the object; a failure is kept for get_end to report."""
@@ -218,7 +220,7 @@ class SingleWriterShmObjectStorage:
                     self._recheck(read)
                     self.increment_reader_flag(read.view[: self.flag_bytes])
         finally:
-            read.resources.close()
+            read.close()
         if read.error is not None:
             raise read.error
         return read.value
@@ -352,13 +354,9 @@ class SingleWriterShmObjectStorage:
 
     def _recheck(self, read: Read) -> None:
         """The seqlock half of a read: the header must still be ours."""
-        ring = self.ring_buffer
-        offset = ring._offset(read.address)
-        header = ring._buf()[offset : offset + ring.MD_SIZE]
-        chunk_id = ring.byte2int(header[: ring.ID_NBYTES])
-        if ring.byte2int(header[ring.ID_NBYTES :]) != read.size:
+        chunk_id, size = self.ring_buffer.read_header(read.address)
+        if size != read.size:
             chunk_id = -1  # not the chunk we opened, whatever its id says
-        header.release()
         self._check_id(read.address, read.monotonic_id, chunk_id)
 
 

@@ -23,6 +23,9 @@ class SeedRead:
     def copy(self) -> None:
         self.value = self.storage.ser_de.deserialize(self.view[self.storage.flag_bytes :])
 
+    def close(self) -> None:
+        self.resources.close()
+
     def end(self) -> Any:
         try:
             lock = self.storage._reader_lock
@@ -67,6 +70,4 @@ def end(storage: Any, read: Any) -> Any:
 
 def abandon(read: Any) -> None:
     """Release a read that will not be ended (its view must not pin the segment)."""
-    resources = getattr(read, "resources", None)
-    if resources is not None:
-        resources.close()
+    read.close()
