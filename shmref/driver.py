@@ -154,14 +154,15 @@ class Driver:
         self.readers: list[LocalReader | RemoteReader] = []
         self.signatures: dict[tuple, list[int]] = {}  # issued (key, addr, id) -> signature
         if storage:
-            lock = mp.get_context("spawn").Lock()
             max_object_size = UNIT * (max_obj or n_units) - MD_SIZE
-            self.writer = impl.SingleWriterShmObjectStorage(
-                max_object_size, n_readers, self.ring, reader_lock=lock
-            )
+            # As vLLM builds them: the writer without a lock, the readers with one.
+            self.writer = impl.SingleWriterShmObjectStorage(max_object_size, n_readers, self.ring)
+            self.reader_lock = mp.get_context("spawn").Lock()  # kept alive with the driver
+            handle = self.writer.handle()
+            handle.reader_lock = self.reader_lock
             kind = RemoteReader if reader_processes else LocalReader
             for _ in range(n_readers):
-                reader = kind(impl, self.writer.handle())
+                reader = kind(impl, handle)
                 self.resources.callback(reader.close)
                 self.readers.append(reader)
         self.value_keys: dict[str, str] = {}  # every value put -> its key

@@ -407,10 +407,14 @@ get_copy(r) ==
     /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, chunks,
                    nissued>>
 
+\* F2's re-check (refimpl's _recheck): the header at the cell the reader
+\* opened still has the handle's id AND the size it had at get_begin.
+StillOurs(r) == IdMatches(rd[r].pos, rd[r].h) /\ hdr_size[rd[r].pos] = rd[r].size
+
 \* get_end(reader): under the reader lock, increment the count field at the
 \* cell the reader opened (whatever lives there now), return the value.
 \* Seed: a failed copy raised before the increment (no increment).
-\* FIXED: F2 re-check of the header id first (stale: no increment);
+\* FIXED: F2 re-check of the header id and size first (stale: no increment);
 \*        F3 a failed copy still increments.
 \* Split: get_check did the re-check; get_end only increments.
 get_end(r) ==
@@ -419,7 +423,7 @@ get_end(r) ==
     /\ LET h == rd[r].h
            p == rd[r].pos
            failed == rd[r].st \in {"failed", "checked_failed"}
-           changed == IF Split THEN FALSE ELSE ~IdMatches(p, h)
+           changed == IF Split THEN FALSE ELSE ~StillOurs(r)
            inc == IF FIXED THEN ~changed ELSE ~failed
            o == IF FIXED /\ changed THEN "stale"
                 ELSE IF failed THEN "DeserializeError"
@@ -449,7 +453,7 @@ get_end(r) ==
 get_check(r) ==
     /\ Split
     /\ rd[r].st \in {"copied", "failed"}
-    /\ IF IdMatches(rd[r].pos, rd[r].h)
+    /\ IF StillOurs(r)
        THEN /\ rd' = [rd EXCEPT ![r].st = IF @ = "failed" THEN "checked_failed"
                                           ELSE "checked"]
             /\ last_action' = [name |-> "get_check", reader |-> r,
