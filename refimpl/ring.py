@@ -23,7 +23,6 @@ from unittest.mock import patch
 from refimpl import allocator
 from refimpl.validate import check_int
 
-
 # A chunk header: [4-byte id][4-byte size incl. header], little-endian, signed.
 HEADER = struct.Struct("<ii")
 
