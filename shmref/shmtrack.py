@@ -15,9 +15,13 @@ _original_init = shared_memory.SharedMemory.__init__
 
 
 def _recording_init(self, name=None, create=False, size=0, *args, **kwargs):  # type: ignore[no-untyped-def]
-    _original_init(self, name, create, size, *args, **kwargs)
-    if create:
-        _created.add(self.name)
+    try:
+        _original_init(self, name, create, size, *args, **kwargs)
+    finally:
+        # Also when __init__ fails after shm_open (e.g. a non-int size makes
+        # ftruncate raise): Python 3.11 leaves that segment behind.
+        if create and getattr(self, "_name", None):
+            _created.add(self._name)
 
 
 def start() -> None:

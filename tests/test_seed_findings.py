@@ -895,3 +895,25 @@ def test_seedbuild_module_importable_in_spawned_child(seed: ModuleType, shm: Shm
     assert child.exitcode == 0
     assert value == {"a": [1, 2]}
     assert count_of(writer, address) == 1  # the child's read was counted
+
+
+# -- 14. a bad buffer size leaks a segment --------------------------------------------------
+
+
+def _segments_left_by_bad_size(mod: ModuleType) -> set[str]:
+    before = set(os.listdir(DEV_SHM))
+    with suppress(Exception):
+        mod.SingleWriterShmRingBuffer(64.0, create=True)  # type: ignore[arg-type]
+    left = set(os.listdir(DEV_SHM)) - before
+    for name in left:  # clean up what the constructor leaked
+        with suppress(FileNotFoundError):
+            os.unlink(DEV_SHM / name)
+    return {n for n in left if not n.startswith("sem.")}
+
+
+def test_f14_bad_buffer_size_leaks_a_segment_seed(seed: ModuleType) -> None:
+    assert len(_segments_left_by_bad_size(seed)) == 1
+
+
+def test_f14_bad_buffer_size_refimpl(ref: ModuleType) -> None:
+    assert _segments_left_by_bad_size(ref) == set()
