@@ -13,7 +13,7 @@ ring drawn as the seed's docstring draws it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -163,34 +163,11 @@ class Replayer:
         return self.readers.index(name)
 
     def perform(self, driver: Driver, action: Mapping[str, Any]) -> Outcome:
-        name = action["name"]
-        if name == "allocate_buf":
-            return driver.allocate_buf(action["size"])
-        if name == "mark_free":
-            return driver.mark_free(action["id"])
-        if name == "free_buf":
-            return driver.free_buf(action["nbytes"])
-        if name == "put":
-            return driver.put(action["key"], action["size"])
-        if name in ("get_cached", "touch"):
-            return getattr(driver, name)(action["key"])
-        if name in ("release_touches", "free_unused", "clear"):
-            return getattr(driver, name)()
-        if name == "get_begin":
-            return driver.get_begin(self.reader(action["reader"]), tuple(action["handle"]))
-        if name == "get_copy":
-            fail = action.get("outcome") == "DeserializeError"
-            return driver.get_copy(self.reader(action["reader"]), fail=fail)
-        if name == "get_end":
-            return driver.get_end(self.reader(action["reader"]))
-        if name == "drop_delivery":  # the environment: a delivery is never read
+        call = step_call(action, self.readers)
+        if call is None:  # an environment step: nothing to call
             return Outcome("ok")
-        if name == "get_check":
-            # The spec's SPLIT_END models the window inside get_end (re-check,
-            # then increment); one method call cannot be stopped inside it, so
-            # the re-check happens at get_end and the window is not replayable.
-            return Outcome("ok")
-        raise ValueError(f"trace step {name!r} has no implementation action")
+        name, args, kwargs = call
+        return getattr(driver, name)(*args, **kwargs)
 
     def compare(self, spec: Mapping[str, Any], observed: Mapping[str, Any],
                 action: Mapping[str, Any], outcome: Outcome) -> list[str]:
@@ -232,6 +209,37 @@ class Replayer:
             if observed["counts"] != want:
                 problems.append(f"counts {observed['counts']}, spec {want}")
         return problems
+
+
+# Steps of the environment or inside one call: no implementation method.
+# drop_delivery: a delivery never read. get_check: the spec's SPLIT_END cuts
+# get_end in two; one call cannot be stopped inside, so the re-check happens
+# at get_end and that window is not replayable.
+NO_CALL = {"drop_delivery", "get_check"}
+
+
+def step_call(action: Mapping[str, Any], readers: Sequence[Any]
+              ) -> tuple[str, tuple, dict] | None:
+    """The Driver method, positional and keyword arguments for a trace step
+    (`last_action`), or None when the step calls nothing. Readers are named in
+    traces (`r1`) and numbered in the driver (their index in `readers`)."""
+    name = action["name"]
+    if name in NO_CALL:
+        return None
+    arguments = {
+        "allocate_buf": ("size",), "mark_free": ("id",), "free_buf": ("nbytes",),
+        "put": ("key", "size"), "get_cached": ("key",), "touch": ("key",),
+        "release_touches": (), "free_unused": (), "clear": (),
+        "get_begin": ("reader", "handle"), "get_copy": ("reader",), "get_end": ("reader",),
+    }
+    if name not in arguments:
+        raise ValueError(f"trace step {name!r} has no implementation action")
+    args = tuple(readers.index(action[a]) if a == "reader"
+                 else tuple(action[a]) if a == "handle" else action[a]
+                 for a in arguments[name])
+    kwargs = {"fail": True} if name == "get_copy" and action.get(
+        "outcome") == "DeserializeError" else {}
+    return name, args, kwargs
 
 
 def _sizes(spec: Mapping[str, Any], n: int) -> dict[int, int]:

@@ -28,7 +28,7 @@ from shmref.corpus import simulation_corpus
 from shmref.driver import Driver
 from shmref.model import StoreModel
 from shmref.mutants import MUTATIONS, build_mutant
-from shmref.replay import SPEC_DIR, read_constants
+from shmref.replay import SPEC_DIR, read_constants, step_call
 
 KEYS = ("a", "b", "c", "d", "e")
 
@@ -208,22 +208,16 @@ class TraceSeededMachine(StoreMachine):
         traces = storage_traces()
         trace = traces[data.draw(st.integers(0, len(traces) - 1), label="TLC trace")]
         length = data.draw(st.integers(0, len(trace.states) - 1), label="prefix length")
-        readers = ["r1", "r2"]
+        readers = sorted(self._c["Readers"])
         for state in trace.states[1 : 1 + length]:
-            action = state.vars["last_action"]
-            name = action["name"]
-            if name == "put":
-                self.step("put", action["key"], action["size"])
-            elif name in ("get_cached", "touch"):
-                self.step(name, action["key"])
-            elif name in ("release_touches", "free_unused", "clear"):
-                self.step(name)
-            elif name == "get_begin":
-                reader, handle = readers.index(action["reader"]), tuple(action["handle"])
-                self.model.inbox[reader][handle] -= 1
-                self.step("get_begin", reader, handle)
-            elif name in ("get_copy", "get_end"):
-                self.step(name, readers.index(action["reader"]))
+            call = step_call(state.vars["last_action"], readers)
+            if call is None:
+                continue
+            name, args, _kwargs = call  # MCStorage has no failing copies
+            if name == "get_begin":
+                reader, handle = args
+                self.model.inbox[reader][handle] -= 1  # the trace reads a delivery
+            self.step(name, *args)
 
 
 @functools.cache
