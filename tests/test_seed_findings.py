@@ -23,6 +23,8 @@ import textwrap
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import suppress
+from decimal import Decimal
+from fractions import Fraction
 from multiprocessing import Lock
 from pathlib import Path
 from types import ModuleType
@@ -917,3 +919,184 @@ def test_f14_bad_buffer_size_leaks_a_segment_seed(seed: ModuleType) -> None:
 
 def test_f14_bad_buffer_size_refimpl(ref: ModuleType) -> None:
     assert _segments_left_by_bad_size(ref) == set()
+
+
+# -- 15. the writer's get accepts look-alike ids and aliased addresses ----------------------
+
+LOOKALIKE_IDS = [0.0, Fraction(0), Decimal(0), False, 0j]
+
+
+def _writer_get_outcomes(mod: ModuleType, shm: Shm, handles: list[tuple[Any, Any]]) -> list[str]:
+    """What the writer's get does with each (address, id); the real handle is (0, 0)."""
+    writer = shm.writer(mod, size=256, n_readers=1)
+    assert writer.put("k", "v") == (0, 0)
+    outcomes = []
+    for address, monotonic_id in handles:
+        try:
+            outcomes.append(f"returned {writer.get(address, monotonic_id)!r}")
+        except ValueError:
+            outcomes.append("ValueError")
+    return outcomes
+
+
+def test_f15_writer_get_accepts_lookalike_ids_seed(seed: ModuleType, shm: Shm) -> None:
+    handles = [(0, x) for x in LOOKALIKE_IDS]
+    assert _writer_get_outcomes(seed, shm, handles) == ["returned 'v'"] * len(handles)
+
+
+def test_f15_writer_get_accepts_aliased_addresses_seed(seed: ModuleType, shm: Shm) -> None:
+    handles = [(256, 0), (-256, 0), (256 * 1000, 0)]  # address + k * data_buffer_size
+    assert _writer_get_outcomes(seed, shm, handles) == ["returned 'v'"] * len(handles)
+
+
+@pytest.mark.xfail(strict=True, reason="FINDINGS #15: refimpl's writer get compares ids with ==")
+def test_f15_writer_get_rejects_lookalike_ids_refimpl(ref: ModuleType, shm: Shm) -> None:
+    handles = [(0, x) for x in LOOKALIKE_IDS]
+    assert _writer_get_outcomes(ref, shm, handles) == ["ValueError"] * len(handles)
+
+
+@pytest.mark.xfail(strict=True, reason="FINDINGS #15: refimpl's writer get reduces the address")
+def test_f15_writer_get_rejects_aliased_addresses_refimpl(ref: ModuleType, shm: Shm) -> None:
+    handles = [(256, 0), (-256, 0), (256 * 1000, 0)]
+    assert _writer_get_outcomes(ref, shm, handles) == ["ValueError"] * len(handles)
+
+
+# -- 16. put accepts keys that are not str ----------------------------------------------------
+
+NON_STR_KEYS = [None, 5, b"k", 1.5, ("t",)]
+
+
+def test_f16_non_str_key_is_stored_but_cannot_be_signed_seed(seed: ModuleType, shm: Shm) -> None:
+    writer = shm.writer(seed, size=1024, n_readers=1)
+    for key in NON_STR_KEYS:
+        writer.put(key, "v")
+        assert writer.is_cached(key)
+        with pytest.raises(AttributeError):  # no handle can be issued for it
+            writer.get_signature(key)
+
+
+def test_f16_non_str_key_rejected_refimpl(ref: ModuleType, shm: Shm) -> None:
+    writer = shm.writer(ref, size=1024, n_readers=1)
+    for key in NON_STR_KEYS:
+        with pytest.raises(ValueError):
+            writer.put(key, "v")
+    assert writer.ring_buffer.metadata == {}  # rejected before allocating
+
+
+# -- 17. a key that is not valid UTF-8 is stored, cannot be signed, and pins the ring ----------
+
+
+def _unsignable_key_then_fill(mod: ModuleType, shm: Shm) -> tuple[list[str], Any]:
+    """Put a lone-surrogate key (as a hand-out would), then sign its handle; then
+    keep putting and reading other keys until the ring needs reclaiming."""
+    writer = shm.writer(mod, size=256, max_object_size=40, n_readers=1, lock=Lock())
+    reader = shm.reader(mod, writer)
+    outcomes = []
+    try:
+        writer.put("\ud800", "v")
+        outcomes.append("put ok")
+        writer.get_signature("\ud800")
+        outcomes.append("signed")
+    except UnicodeEncodeError:
+        outcomes.append("UnicodeEncodeError")
+    except ValueError:
+        outcomes.append("ValueError")
+    for n in range(30):
+        try:
+            writer.put(f"k{n}", f"value {n}")
+        except MemoryError:
+            outcomes.append("put:MemoryError")
+            continue
+        read(writer, reader, f"k{n}")
+    return outcomes, writer
+
+
+def test_f17_unsignable_key_pins_the_ring_seed(seed: ModuleType, shm: Shm) -> None:
+    outcomes, writer = _unsignable_key_then_fill(seed, shm)
+    assert outcomes[:2] == ["put ok", "UnicodeEncodeError"]  # stored, no handle possible
+    assert outcomes[-5:] == ["put:MemoryError"] * 5  # it owes a read nobody can make
+    assert writer.ring_buffer.monotonic_id_start == 0
+
+
+@pytest.mark.xfail(strict=True, reason="FINDINGS #17: refimpl stores keys it cannot sign")
+def test_f17_unsignable_key_rejected_refimpl(ref: ModuleType, shm: Shm) -> None:
+    outcomes, _ = _unsignable_key_then_fill(ref, shm)
+    assert outcomes[0] == "ValueError"  # refused before allocating
+    assert "put:MemoryError" not in outcomes
+
+
+# -- 18. writer-only methods on a reader ----------------------------------------------------------
+
+WRITER_ONLY = [
+    ("put", ("k", "v")),
+    ("is_cached", ("k",)),
+    ("get_cached", ("k",)),
+    ("get_signature", ("k",)),
+    ("release_touches", ()),
+    ("free_unused", ()),
+]
+
+
+def _writer_only_on_reader(mod: ModuleType, shm: Shm) -> dict[str, str]:
+    writer = shm.writer(mod, lock=Lock())
+    writer.put("k", "v")
+    reader = shm.reader(mod, writer)
+    out = {}
+    for name, args in WRITER_ONLY:
+        try:
+            getattr(reader, name)(*args)
+            out[name] = "ok"
+        except Exception as exc:
+            out[name] = type(exc).__name__
+    return out
+
+
+def test_f18_writer_only_methods_on_a_reader_seed(seed: ModuleType, shm: Shm) -> None:
+    out = _writer_only_on_reader(seed, shm)
+    expected = {name: "AttributeError" for name, _ in WRITER_ONLY}
+    expected["free_unused"] = "AssertionError" if __debug__ else "AttributeError"
+    assert out == expected
+
+
+def test_f18_writer_only_methods_on_a_reader_refimpl(ref: ModuleType, shm: Shm) -> None:
+    assert _writer_only_on_reader(ref, shm) == {name: "ValueError" for name, _ in WRITER_ONLY}
+
+
+# -- 8b. one unread hand-out stops reclamation of everything behind it -----------------------------
+
+
+def _unread_head_then_fill(mod: ModuleType, shm: Shm) -> tuple[list[str], Any, Any]:
+    """k0 is handed out but not read yet (its request waits in the scheduler's
+    queue); every later object is read at once. Puts until one fails."""
+    writer = shm.writer(mod, size=256, max_object_size=40, n_readers=1, lock=Lock())
+    reader = shm.reader(mod, writer)
+    writer.put("k0", "value 0")
+    outcomes = []
+    for n in range(1, 30):
+        try:
+            writer.put(f"k{n}", f"value {n}")
+        except MemoryError:
+            outcomes.append("put:MemoryError")
+            break
+        read(writer, reader, f"k{n}")
+        outcomes.append("read")
+    return outcomes, writer, reader
+
+
+def test_f08_unread_head_blocks_reclamation_seed(seed: ModuleType, shm: Shm) -> None:
+    outcomes, writer, reader = _unread_head_then_fill(seed, shm)
+    assert outcomes[-1] == "put:MemoryError"
+    live = len(writer.ring_buffer.metadata)
+    assert live >= 5 and writer.ring_buffer.monotonic_id_start == 0
+    # Every live chunk but the head is reclaimable: the head alone blocks them.
+    read(writer, reader, "k0")
+    writer.put("after", "value after")
+    assert len(writer.ring_buffer.metadata) < live
+
+
+@pytest.mark.xfail(
+    strict=True, reason="FINDINGS #8b: refimpl reclaims in FIFO order too (spec's free rule)"
+)
+def test_f08_unread_head_does_not_block_reclamation_refimpl(ref: ModuleType, shm: Shm) -> None:
+    outcomes, _, _ = _unread_head_then_fill(ref, shm)
+    assert "put:MemoryError" not in outcomes
