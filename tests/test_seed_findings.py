@@ -903,14 +903,20 @@ def test_seedbuild_module_importable_in_spawned_child(seed: ModuleType, shm: Shm
 
 
 def _segments_left_by_bad_size(mod: ModuleType) -> set[str]:
-    before = set(os.listdir(DEV_SHM))
+    """Segments this process created (shmref.shmtrack, so other processes'
+    segments are not blamed) that the failed constructor left behind."""
+    from shmref import shmtrack
+
+    shmtrack.start()
+    before = shmtrack.created()
     with suppress(Exception):
         mod.SingleWriterShmRingBuffer(64.0, create=True)  # type: ignore[arg-type]
-    left = set(os.listdir(DEV_SHM)) - before
+    left = {n.lstrip("/") for n in shmtrack.created() - before}
+    left = {n for n in left if (DEV_SHM / n).exists()}
     for name in left:  # clean up what the constructor leaked
         with suppress(FileNotFoundError):
             os.unlink(DEV_SHM / name)
-    return {n for n in left if not n.startswith("sem.")}
+    return left
 
 
 def test_f14_bad_buffer_size_leaks_a_segment_seed(seed: ModuleType) -> None:
@@ -1100,3 +1106,81 @@ def test_f08_unread_head_blocks_reclamation_seed(seed: ModuleType, shm: Shm) -> 
 def test_f08_unread_head_does_not_block_reclamation_refimpl(ref: ModuleType, shm: Shm) -> None:
     outcomes, _, _ = _unread_head_then_fill(ref, shm)
     assert "put:MemoryError" not in outcomes
+
+
+# -- hazards H1, H5: the TLC stories as seed/refimpl pairs (tests/test_stories.py plays both) ----
+
+
+def _double_read(mod: ModuleType) -> tuple[Any, dict[int, int]]:
+    """MCDoubleRead: reader 0 reads one delivery twice; reader 1's read completes
+    the count while reader 0 is mid-read; the chunk is reclaimed and reused."""
+    from shmref.driver import Driver
+
+    with Driver(mod, 4, n_readers=2, id_max=5, max_obj=2) as story:
+        k1 = ("k1", 0, 0)
+        story.put("k1", 1)
+        story.get_begin(0, k1), story.get_begin(1, k1)
+        story.get_copy(0), story.get_copy(1)
+        story.get_end(0)
+        story.get_begin(0, k1)  # the same delivery read again
+        story.get_end(1)
+        story.free_unused()
+        assert story.put("k2", 1).result == (0, 1)
+        story.get_copy(0)
+        outcome = story.get_end(0)
+        return outcome, story.observe()["counts"]
+
+
+def test_h1_double_read_returns_another_keys_value_seed(seed: ModuleType) -> None:
+    outcome, counts = _double_read(seed)
+    assert outcome.result == "k2" and counts == {1: 1}
+
+
+def test_h1_double_read_is_refused_refimpl(ref: ModuleType) -> None:
+    outcome, counts = _double_read(ref)
+    assert outcome.status == "stale" and counts == {1: 0}
+
+
+def _never_read_delivery(mod: ModuleType) -> tuple[list[str], int]:
+    """MCLostReader: reader 1 never reads the first delivery (request aborted
+    while queued); every later object is read by both readers."""
+    from shmref.driver import Driver
+
+    with Driver(mod, 4, n_readers=2, id_max=64, max_obj=2) as story:
+        story.put("pinned", 1)
+        story.get_begin(0, ("pinned", 0, 0)), story.get_copy(0), story.get_end(0)
+        outcomes = []
+        for i in range(6):
+            outcome = story.put(f"k{i}", 1)
+            outcomes.append(outcome.status)
+            if outcome.status == "ok":
+                for reader in (0, 1):
+                    story.get_begin(reader, (f"k{i}", *outcome.result))
+                    story.get_copy(reader), story.get_end(reader)
+        return outcomes, story.observe()["monotonic_id_start"]
+
+
+def test_h5_delivery_never_read_pins_the_ring_seed(seed: ModuleType) -> None:
+    outcomes, start = _never_read_delivery(seed)
+    assert outcomes[-1] == "MemoryError" and start == 0
+
+
+@pytest.mark.xfail(strict=True, reason="H5: reads that never happen need a release (assumption)")
+def test_h5_delivery_never_read_is_released_refimpl(ref: ModuleType) -> None:
+    outcomes, _ = _never_read_delivery(ref)
+    assert "MemoryError" not in outcomes
+
+
+# -- 14b. a zero-size ring is accepted; the first put divides by zero ------------------------------
+
+
+def test_f14_zero_buffer_size_fails_at_first_put_seed(seed: ModuleType, shm: Shm) -> None:
+    ring = shm.ring(seed, 0)  # the 32-byte secret makes the segment non-empty
+    writer = seed.SingleWriterShmObjectStorage(64, 1, ring)
+    with pytest.raises(ZeroDivisionError):  # not ValueError/MemoryError: vLLM does not catch it
+        writer.put("k", "v")
+
+
+def test_f14_zero_buffer_size_refimpl(ref: ModuleType) -> None:
+    with pytest.raises(ValueError, match="data_buffer_size"):
+        ref.SingleWriterShmRingBuffer(0, create=True)
