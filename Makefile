@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup check test proofs fuzz bench conformance lint clean
+.PHONY: setup check test proofs fuzz bench conformance findings lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -28,6 +28,11 @@ bench: setup
 
 conformance: setup
 	$(PYTHON) -m shmref.conformance --impl $(IMPL)
+
+# FINDINGS.md's generated sections (tables, the oracle's report) from docs/findings.toml;
+# CONFORMANCE=build/conformance/shmref_seed/conformance.json refreshes the oracle snapshot.
+findings:
+	$(PYTHON) -m shmref.findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
 
 lint:
 	$(PYTHON) -m ruff check .
