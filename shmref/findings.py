@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
+from tabulate import tabulate  # type: ignore[import-untyped]
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "docs" / "findings.toml"
@@ -187,7 +187,7 @@ def summary_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str
                      refimpl_closes(f, xfail)])
     headers = ["#", "finding", "severity", "reach in vLLM", "vLLM code path", "vLLM upstream",
                "refimpl closes it"]
-    return tabulate(rows, headers, tablefmt="github")
+    return str(tabulate(rows, headers, tablefmt="github"))
 
 
 def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
@@ -197,7 +197,7 @@ def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
 
     rows = [[f.id, f"`{f.replay}`", names(f.seed_tests), names(f.refimpl_tests)]
             for f in findings]
-    return tabulate(rows, ["#", "replay", "seed shows it", "refimpl"], tablefmt="github")
+    return str(tabulate(rows, ["#", "replay", "seed shows it", "refimpl"], tablefmt="github"))
 
 
 def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -265,8 +265,10 @@ def render(doc: str, generated: Mapping[str, str]) -> str:
         if len(pattern.findall(doc)) != 1:
             raise FindingsError(f"FINDINGS.md needs exactly one '<!-- BEGIN GENERATED: {name} "
                                 f"... -->' ... '<!-- END GENERATED: {name} -->' pair")
-        doc = pattern.sub(lambda m, text=text: m.group(1) + text.rstrip() + "\n" + m.group(2),
-                          doc)
+        def fill(match: re.Match[str], text: str = text) -> str:
+            return match.group(1) + text.rstrip() + "\n" + match.group(2)
+
+        doc = pattern.sub(fill, doc)
     return doc
 
 
