@@ -830,6 +830,13 @@ def _docstring_claims(mod: ModuleType, shm: Shm) -> dict[str, Any]:
     with writer.ring_buffer.access_buf(address) as (view, _):
         out["count is zero"] = bytes(view[:4]) == bytes(4)
         out["free when count is zero"] = writer.default_is_free_check(monotonic_id, view)
+    # get_cached: "Get the cached object by key if it exists".
+    out["get_cached returns"] = type(writer.get_cached("k")).__name__
+    try:
+        writer.get_cached("absent")
+        out["get_cached of an absent key"] = "returned"
+    except KeyError:
+        out["get_cached of an absent key"] = "KeyError"
     # class docstring: "Existing keys are not overwritten, just re-referenced".
     try:
         writer.put("k", "again")
@@ -843,6 +850,8 @@ EXPECTED_CLAIMS = {
     "reclaimed by one put": 2,  # 2 * max_object_size, not max_object_size
     "count is zero": True,
     "free when count is zero": False,  # count >= writer_flag * n_readers decides
+    "get_cached returns": "tuple",  # the handle (address, id), not the object
+    "get_cached of an absent key": "KeyError",  # not "if it exists"
     "duplicate put": "ValueError",
 }
 
@@ -1184,3 +1193,33 @@ def test_f14_zero_buffer_size_fails_at_first_put_seed(seed: ModuleType, shm: Shm
 def test_f14_zero_buffer_size_refimpl(ref: ModuleType) -> None:
     with pytest.raises(ValueError, match="data_buffer_size"):
         ref.SingleWriterShmRingBuffer(0, create=True)
+
+
+# -- 19. an object larger than the ring evicts the whole cache, then fails ---------------------
+
+
+def _put_larger_than_the_ring(mod: ModuleType, shm: Shm) -> tuple[str, list[str]]:
+    """max_object_size (1000) above the ring's size (256): five small objects,
+    all reclaimable (n_readers=0), then one 400-byte object."""
+    writer = shm.writer(mod, size=256, max_object_size=1000, n_readers=0)
+    for n in range(5):
+        writer.put(f"k{n}", "x" * 20)
+    try:
+        writer.put("big", "y" * 400)
+        outcome = "ok"
+    except (ValueError, MemoryError) as exc:
+        outcome = type(exc).__name__
+    return outcome, sorted(writer.key_index)
+
+
+def test_f19_object_larger_than_the_ring_flushes_the_cache_seed(seed: ModuleType, shm: Shm) -> None:
+    outcome, cached = _put_larger_than_the_ring(seed, shm)
+    assert outcome == "MemoryError"
+    assert cached == []  # every cached object was evicted for a put that could never fit
+
+
+@pytest.mark.xfail(strict=True, reason="FINDINGS #19: refimpl evicts before finding it cannot fit")
+def test_f19_object_larger_than_the_ring_refused_first_refimpl(ref: ModuleType, shm: Shm) -> None:
+    outcome, cached = _put_larger_than_the_ring(ref, shm)
+    assert outcome in ("ValueError", "MemoryError")
+    assert cached == [f"k{n}" for n in range(5)]
