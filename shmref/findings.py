@@ -204,7 +204,9 @@ def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
     """The oracle's conformance.json -> {impl, levels: [{level, status, failing, assumptions}]}.
 
     Accepts `levels` as a mapping (level -> {status, checks}) or as a list of
-    {level|name, status, checks}; a check needs `name` and `status`."""
+    {level|name, status, checks}; `result` may stand for `status` and
+    `properties` for `checks` (the report format is being re-cut); a check
+    needs a `name` and a status."""
     levels = report.get("levels") if isinstance(report, Mapping) else None
     if isinstance(levels, Mapping):
         items = [{"level": name, **body} for name, body in levels.items()
@@ -215,20 +217,23 @@ def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
     else:
         raise FindingsError("oracle report has no 'levels' (expected the JSON written by "
                             "python -m shmref.conformance)")
-    if not items or any(not item.get("level") or "status" not in item for item in items):
+    items = [{**item, "status": item.get("status", item.get("result"))} for item in items]
+    if not items or any(not item.get("level") or item["status"] is None for item in items):
         raise FindingsError("oracle report: every level needs a name and a status")
     out = []
     for item in items:
-        checks = item.get("checks", [])
-        if not isinstance(checks, list) or any(not isinstance(c, Mapping) or "name" not in c
-                                               or "status" not in c for c in checks):
+        checks = item.get("checks", item.get("properties", []))
+        if not isinstance(checks, list) or any(
+                not isinstance(c, Mapping) or "name" not in c
+                or c.get("status", c.get("result")) is None for c in checks):
             raise FindingsError(f"oracle report: level {item['level']!r} has malformed checks")
+        statuses = [(str(c["name"]), str(c.get("status", c.get("result"))).lower())
+                    for c in checks]
         out.append({
             "level": str(item["level"]), "status": str(item["status"]),
-            "failing": sorted({str(c["name"]) for c in checks
-                               if str(c["status"]).lower() in FAILED}),
-            "assumptions": sorted({str(c["name"]) for c in checks
-                                   if str(c["status"]).lower() == "assumption"}),
+            "failing": sorted({name for name, status in statuses if status in FAILED}),
+            "assumptions": sorted({name for name, status in statuses
+                                   if status == "assumption"}),
         })
     return {"impl": str(report.get("impl", "?")), "levels": out}
 

@@ -201,6 +201,15 @@ def test_oracle_report_with_levels_as_a_list() -> None:
             == findings.summarize_conformance(ORACLE_REPORT)["levels"])
 
 
+def test_oracle_report_with_other_key_names() -> None:
+    renamed = {"impl": "m", "levels": [
+        {"level": name, "result": body["status"],
+         "properties": [{"name": c["name"], "result": c["status"]} for c in body["checks"]]}
+        for name, body in ORACLE_REPORT["levels"].items()]}
+    assert (findings.summarize_conformance(renamed)["levels"]
+            == findings.summarize_conformance(ORACLE_REPORT)["levels"])
+
+
 @pytest.mark.parametrize("report,message", [
     ({"impl": "m"}, "no 'levels'"),
     ({"levels": {"L": {"checks": []}}}, "needs a name and a status"),
