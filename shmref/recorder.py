@@ -15,9 +15,13 @@ arguments, and ends every step with the logged outcome.
     result = validate_recording(rec.recording())
     assert result.accepted, result.explain()
 
-A recording is plain JSON (`Recording.save` / `Recording.load`), so an
-implementation in another language can write one and have it checked:
-`python -m shmref.conformance --validate-trace FILE`.
+A recording is plain JSON, in ITF (`Recording.save_itf`, docs/itf.md) or
+the older `{"constants", "log"}` form (`Recording.save`); `Recording.load`
+reads both, so an implementation in another language can write one and have
+it checked: `python -m shmref.itf validate FILE`. A rejected recording is
+explained: the step, the `last_action` field no spec step could match, and
+the value on both sides (a second TLC run asks the spec which results it
+allows for that call after the matched prefix).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shmref import tlc
+from shmref import itf, tlc
 from shmref.driver import MD_SIZE, UNIT, Driver, Outcome
+from shmref.itf_schema import ItfError
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_DIR = REPO / "spec"
@@ -67,12 +72,44 @@ class Recording:
         Path(path).write_text(json.dumps({"constants": self.constants, "log": self.log},
                                          indent=1) + "\n")
 
+    def to_itf(self) -> dict[str, Any]:
+        return itf.recording_to_itf(self.constants, self.log)
+
+    def save_itf(self, path: Path) -> None:
+        itf.write_json(self.to_itf(), Path(path))
+
     @classmethod
     def load(cls, path: Path) -> Recording:
-        data = json.loads(Path(path).read_text())
-        log = [{k: tuple(v) if isinstance(v, list) else v for k, v in e.items()}
-               for e in data["log"]]
-        return cls({k: int(v) for k, v in data["constants"].items()}, log)
+        """Either form; bad input raises ValueError (ItfError) naming the
+        step and the field."""
+        data = itf.load_json(path)
+        try:
+            if isinstance(data, dict) and "states" in data:
+                constants, log = itf.recording_from_itf(data)
+                return cls(constants, [dict(e) for e in log])
+            return cls.from_plain(data)
+        except ItfError as exc:
+            raise ItfError(f"{path}: {exc}") from None
+
+    @classmethod
+    def from_plain(cls, data: Any) -> Recording:
+        """The `{"constants": {...}, "log": [...]}` form, schema-checked by
+        going through the ITF encoder (lists become tuples)."""
+        if not isinstance(data, dict) or set(data) != {"constants", "log"}:
+            raise ItfError('top level: expected {"constants": {...}, "log": [...]} or an ITF '
+                           "recording (docs/itf.md)")
+        constants, log = data["constants"], data["log"]
+        if not isinstance(constants, dict) or not isinstance(log, list):
+            raise ItfError("constants must be an object and log an array")
+        entries = [{k: tuple(v) if isinstance(v, list) else v for k, v in e.items()}
+                   if isinstance(e, dict) else e for e in log]
+        for name in ("N", "ID_MAX", "MAX_OBJ", "R"):
+            if name not in constants:
+                raise ItfError(f"constants: missing {name}")
+        # validates every entry and constant, with "state k" = log entry k (1-based)
+        doc = json.loads(json.dumps(itf.recording_to_itf(constants, entries)))
+        checked, checked_log = itf.recording_from_itf(doc)
+        return cls(checked, [dict(e) for e in checked_log])
 
 
 class Recorder:
@@ -300,45 +337,153 @@ class Validation:
     first_unmatched: dict[str, Any] | None
     run: tlc.TlcRun
     directory: Path | None
+    diagnosis: str | None = None  # rejected: which field no spec step could match
 
     def explain(self) -> str:
         if self.accepted:
             return (f"accepted: all {self.total} log entries are a behaviour of "
                     f"ShmObjectStorage ({_switch_text(self.switches)})")
-        return (f"REJECTED: entries 1..{self.matched} of {self.total} match a behaviour of "
+        text = (f"REJECTED: entries 1..{self.matched} of {self.total} match a behaviour of "
                 f"ShmObjectStorage ({_switch_text(self.switches)}), entry {self.matched + 1} "
                 f"matches no enabled action: {self.first_unmatched}")
+        return text + (f"\n{self.diagnosis}" if self.diagnosis else "")
 
 
 def _switch_text(switches: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in switches.items())
 
 
-def validate_recording(recording: Recording, *, switches: dict[str, Any] | None = None,
-                       out_dir: Path | None = None, timeout: float = 300) -> Validation:
-    """Run TLC on TraceShmObjectStorage with this log. `out_dir` keeps the
-    generated module, cfg and TLC output (default: a temporary folder)."""
-    chosen = {**DEFAULT_SWITCHES, **(switches or {})}
-    keep = out_dir is not None
-    folder = Path(out_dir) if keep else Path(tempfile.mkdtemp(prefix="shmref-trace-"))
-    folder.mkdir(parents=True, exist_ok=True)
+def _run_log(recording: Recording, switches: dict[str, Any], folder: Path | None,
+             timeout: float, extra_args: tuple[str, ...] = ()) -> tlc.TlcRun:
+    """TLC on TraceShmObjectStorage with this log, in `folder` (kept) or a
+    temporary folder (removed)."""
+    keep = folder is not None
+    where = Path(folder) if keep else Path(tempfile.mkdtemp(prefix="shmref-trace-"))
+    where.mkdir(parents=True, exist_ok=True)
     try:
         for name in SPEC_FILES:
-            shutil.copyfile(SPEC_DIR / name, folder / name)
-        module, cfg = tla_module(recording, "TraceRun", chosen)
-        (folder / "TraceRun.tla").write_text(module)
-        (folder / "TraceRun.cfg").write_text(cfg)
-        run = tlc.run_tlc(folder / "TraceRun.tla", folder / "TraceRun.cfg", workers=1,
-                          extra_args=("-deadlock",), timeout=timeout,
-                          log_path=folder / "tlc.out" if keep else None)
+            shutil.copyfile(SPEC_DIR / name, where / name)
+        module, cfg = tla_module(recording, "TraceRun", switches)
+        (where / "TraceRun.tla").write_text(module)
+        (where / "TraceRun.cfg").write_text(cfg)
+        return tlc.run_tlc(where / "TraceRun.tla", where / "TraceRun.cfg", workers=1,
+                           extra_args=("-deadlock", *extra_args), timeout=timeout,
+                           log_path=where / "tlc.out" if keep else None)
     finally:
         if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(where, ignore_errors=True)
+
+
+def validate_recording(recording: Recording, *, switches: dict[str, Any] | None = None,
+                       out_dir: Path | None = None, timeout: float = 300,
+                       diagnose: bool = True) -> Validation:
+    """Run TLC on TraceShmObjectStorage with this log. `out_dir` keeps the
+    generated module, cfg and TLC output (default: a temporary folder).
+    A rejection is diagnosed (one more TLC run) unless `diagnose` is False."""
+    chosen = {**DEFAULT_SWITCHES, **(switches or {})}
+    run = _run_log(recording, chosen, out_dir, timeout)
+    folder = Path(out_dir) if out_dir is not None else None
     total = len(recording.log)
     if run.outcome == "invariant" and run.violated == "TraceIncomplete":
-        return Validation(True, total, total, chosen, None, run, folder if keep else None)
+        return Validation(True, total, total, chosen, None, run, folder)
     if run.outcome == "ok" and run.depth is not None:
         matched = max(run.depth - 1, 0)
         entry = recording.log[matched] if matched < total else None
-        return Validation(False, matched, total, chosen, entry, run, folder if keep else None)
+        text = None
+        if diagnose and entry is not None:
+            text = explain_step(recording, matched, chosen, timeout,
+                                folder / "diagnosis" if folder else None)
+        return Validation(False, matched, total, chosen, entry, run, folder, text)
     raise tlc.TlcError(f"trace validation: unexpected TLC result: {run.summary()}")
+
+
+# -- why a step matched nothing ------------------------------------------------------
+
+CALL_FIELDS = ("name", "key", "size", "reader")
+ABSENT = "(absent)"
+
+
+def call_of(entry: dict[str, Any]) -> dict[str, Any]:
+    """The call an entry records, without its results (a get_begin's handle
+    is an argument; every other handle is a result)."""
+    call = {f: entry[f] for f in CALL_FIELDS if f in entry}
+    if entry["name"] == "get_begin":
+        call["handle"] = entry["handle"]
+    return call
+
+
+def _spec_results(trace: tlc.Trace, call: dict[str, Any]) -> dict[str, Any]:
+    """The results the spec gave the probed call, in the recording's form."""
+    last, before = trace.states[-1].vars, trace.states[-2].vars
+    if {k: v for k, v in last.items() if k != "i"} == {k: v for k, v in before.items()
+                                                       if k != "i"}:
+        # a no-op: the spec leaves the call out (TraceShmObjectStorage's NoOp)
+        results: dict[str, Any] = {"outcome": "KeyError" if call["name"] == "get_cached"
+                                   else "ok"}
+        if call["name"] == "free_unused":
+            results["freed"] = ()
+        return results
+    action = dict(last["last_action"])
+    results = {k: v for k, v in action.items() if k not in call}
+    if "value" in results:
+        cells = results.pop("value")
+        if action["outcome"] == "ok":
+            owners = set(cells)
+            results["value"] = next(iter(owners)) if len(owners) == 1 else "<foreign>"
+    return results
+
+
+def _differences(entry: dict[str, Any], results: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    diffs = []
+    for f in sorted(set(entry) | set(results)):
+        if f in CALL_FIELDS or (f == "handle" and entry["name"] == "get_begin"):
+            continue
+        if f == "freed" and f not in entry:  # optional in recordings
+            continue
+        mine, theirs = entry.get(f, ABSENT), results.get(f, ABSENT)
+        if isinstance(mine, list):
+            mine = tuple(mine)
+        if mine != theirs:
+            diffs.append((f, mine, theirs))
+    return diffs
+
+
+def _show(value: Any) -> str:
+    return value if value == ABSENT else json.dumps(value)
+
+
+def explain_step(recording: Recording, index: int, switches: dict[str, Any],
+                 timeout: float = 300, folder: Path | None = None) -> str:
+    """Why log entry `index` (0-based) matches no spec step: ask TLC which
+    results the spec allows for the same call after the matched prefix,
+    and name the `last_action` fields that differ, with both values."""
+    entry = recording.log[index]
+    call = call_of(entry)
+    step = f"step {index + 1} ({describe_call(call)})"
+    probe = Recording(recording.constants, [*recording.log[:index], call])
+    run = _run_log(probe, switches, folder, timeout, ("-continue",))
+    traces = [t for t in tlc.parse_traces(run.messages) if len(t.states) >= 2]
+    if not traces:
+        return (f"{step}: the spec cannot take this call at all after step {index}: "
+                f"no spec step performs {describe_call(call)} there "
+                f"(e.g. a reader with no read open, or an unknown handle)")
+    options = []
+    for trace in traces:
+        results = _spec_results(trace, call)
+        if results not in [o[0] for o in options]:
+            options.append((results, _differences(entry, results)))
+    options.sort(key=lambda o: len(o[1]))
+    best = options[0][1]
+    if not best:
+        return f"{step}: the spec allows exactly the recorded results {options[0][0]}"
+    parts = [f"last_action.{f}: recording {_show(a)}, spec {_show(b)}" for f, a, b in best]
+    text = f"{step}: no spec step could match " + "; ".join(parts)
+    if len(options) > 1:
+        text += (f" (the spec allows {len(options)} results here; shown: the nearest; "
+                 f"all: {[o[0] for o in options]})")
+    return text
+
+
+def describe_call(call: dict[str, Any]) -> str:
+    args = ", ".join(f"{k}={json.dumps(v)}" for k, v in call.items() if k != "name")
+    return f"{call['name']}({args})"
