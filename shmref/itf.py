@@ -12,6 +12,7 @@ the file, and bad input gets one message naming the state and the field.
     python -m shmref.itf export MCDoubleRead --out build/itf/doubleread.itf.json
     python -m shmref.itf export MCStorage --simulate 5 --depth 30 --out build/itf/sim
     python -m shmref.itf check FILE          # schema check, exit 2 on bad input
+    python -m shmref.itf replay FILE --impl refimpl   # an ITF trace on a module
     python -m shmref.itf validate FILE       # a recording, by TLC (exit 0/1/2)
 
 (itf-py on PyPI was considered: it decodes records to namedtuples, always
@@ -30,18 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from shmref import tlc
-from shmref.itf_schema import RING_VARS, STORAGE_VARS, Action, ItfError, Type
+from shmref.itf_schema import INT, RING_VARS, STORAGE_VARS, STR, Action, ItfError, Type, set_of
 
 __all__ = ["ItfError", "SCHEMA", "read_recording", "read_trace", "recording_to_itf",
            "trace_to_itf", "write_json"]
 
 SCHEMA = "shmref-itf/1"
 ADR = "https://apalache-mc.org/docs/adr/015adr-trace.html"
-RING_PARAMS: dict[str, Type] = {"N": Type.int(), "ID_MAX": Type.int()}
-STORAGE_PARAMS: dict[str, Type] = {**RING_PARAMS, "MAX_OBJ": Type.int(),
-                                   "Readers": Type.set(Type.str())}
-RECORDING_PARAMS: dict[str, Type] = {"N": Type.int(), "ID_MAX": Type.int(),
-                                     "MAX_OBJ": Type.int(), "R": Type.int()}
+RING_PARAMS: dict[str, Type] = {"N": INT, "ID_MAX": INT}
+STORAGE_PARAMS: dict[str, Type] = {**RING_PARAMS, "MAX_OBJ": INT,
+                                   "Readers": set_of(STR)}
+RECORDING_PARAMS: dict[str, Type] = {"N": INT, "ID_MAX": INT,
+                                     "MAX_OBJ": INT, "R": INT}
 RECORDING_ACTION = Action(recording=True)
 
 
@@ -279,6 +280,20 @@ def export_model(model: str, out: Path, simulate: tuple[int, int, int] | None = 
     return [Path(out)]
 
 
+def replay_file(path: Path, impl: Any, name: str | None = None) -> Any:
+    """Replay an ITF trace on a Python implementation with shmref.replay
+    (the constants come from the file, written as a model cfg)."""
+    from shmref.recorder import tla_value
+    from shmref.replay import Replayer
+
+    trace, constants = read_trace(path)
+    with tempfile.TemporaryDirectory(prefix="shmref-itf-") as tmp:
+        cfg = Path(tmp) / "constants.cfg"
+        cfg.write_text("".join(f"{k} = {tla_value(v)}\n" for k, v in constants.items()))
+        replayer = Replayer(impl, cfg)
+    return replayer.replay(trace, name or str(path))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shmref.itf", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     export.add_argument("--seed", type=int, default=20261202)
     check = sub.add_parser("check", help="schema-check an ITF trace or recording")
     check.add_argument("file", type=Path)
+    replay = sub.add_parser("replay", help="replay an ITF trace on a Python implementation")
+    replay.add_argument("file", type=Path)
+    replay.add_argument("--impl", default="refimpl", help="module name, or 'seed'")
     validate = sub.add_parser("validate", help="trace-validate an ITF recording with TLC")
     validate.add_argument("file", type=Path)
     validate.add_argument("--out", type=Path, help="keep the generated module and TLC's output")
@@ -312,6 +330,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 trace, _constants = trace_from_itf(doc)
                 print(f"{args.file}: a valid trace of {len(trace.states)} states")
             return 0
+        if args.command == "replay":
+            from shmref.impl import load_impl
+
+            try:
+                module = load_impl(args.impl)
+            except ImportError as exc:
+                raise ItfError(f"--impl {args.impl}: cannot import: {exc}") from None
+            report = replay_file(args.file, module)
+            print(report.table())
+            return 0 if report.ok else 1
         from shmref.recorder import Recording, validate_recording
 
         result = validate_recording(Recording.load(args.file), out_dir=args.out)

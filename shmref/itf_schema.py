@@ -55,44 +55,6 @@ class Type:
         self.fields = dict(fields or {})
         self.text = text or kind
 
-    # constructors
-    @staticmethod
-    def int() -> Type:
-        return Type("Int")
-
-    @staticmethod
-    def str() -> Type:
-        return Type("Str")
-
-    @staticmethod
-    def bool() -> Type:
-        return Type("Bool")
-
-    @staticmethod
-    def seq(elem: Type) -> Type:
-        return Type("Seq", (elem,), text=f"Seq({elem.text})")
-
-    @staticmethod
-    def tup(*elems: Type) -> Type:
-        return Type("Tup", elems, text="<<" + ", ".join(e.text for e in elems) + ">>")
-
-    @staticmethod
-    def set(elem: Type) -> Type:
-        return Type("Set", (elem,), text=f"Set({elem.text})")
-
-    @staticmethod
-    def map(key: Type, value: Type) -> Type:
-        return Type("Map", (key, value), text=f"{key.text} -> {value.text}")
-
-    @staticmethod
-    def rec(**fields: Type) -> Type:
-        text = "{ " + ", ".join(f"{n}: {t.text}" for n, t in fields.items()) + " }"
-        return Type("Rec", fields=fields, text=text)
-
-    @staticmethod
-    def one_of(*options: Type) -> Type:
-        return Type("OneOf", options, text="(" + " | ".join(o.text for o in options) + ")")
-
     # Python (as shmref.tlc parses TLC's output) -> JSON
     def encode(self, value: Any, where: str) -> Any:
         kind = self.kind
@@ -190,19 +152,48 @@ class Type:
             return FrozenDict({n: t.decode(data[n], f"{where}.{n}")
                                for n, t in self.fields.items()})
         if kind == "OneOf":
-            errors = []
             for option in self.args:
                 try:
                     return option.decode(data, where)
-                except ItfError as exc:
-                    errors.append(exc)
+                except ItfError:
+                    continue
             raise at(where, self.text, data)
         raise AssertionError(kind)
 
 
+# constructors, in Apalache's type syntax
+INT, STR, BOOL = Type("Int"), Type("Str"), Type("Bool")
+
+
+def seq_of(elem: Type) -> Type:
+    return Type("Seq", (elem,), text=f"Seq({elem.text})")
+
+
+def tup(*elems: Type) -> Type:
+    return Type("Tup", elems, text="<<" + ", ".join(e.text for e in elems) + ">>")
+
+
+def set_of(elem: Type) -> Type:
+    return Type("Set", (elem,), text=f"Set({elem.text})")
+
+
+def fn(key: Type, value: Type) -> Type:
+    return Type("Map", (key, value), text=f"{key.text} -> {value.text}")
+
+
+def rec(**fields: Type) -> Type:
+    text = "{ " + ", ".join(f"{n}: {t.text}" for n, t in fields.items()) + " }"
+    return Type("Rec", fields=fields, text=text)
+
+
+def one_of(*options: Type) -> Type:
+    return Type("OneOf", options, text="(" + " | ".join(o.text for o in options) + ")")
+
+
 def _tagged(data: Any, tag: str) -> list[Any] | None:
     if isinstance(data, dict) and set(data) == {tag} and isinstance(data[tag], list):
-        return data[tag]
+        items: list[Any] = data[tag]
+        return items
     return None
 
 
@@ -234,8 +225,7 @@ def _fields_exactly(data: Mapping[str, Any], required: Mapping[str, Any],
                        f"{', '.join(list(required) + sorted(optional))})")
 
 
-INT, STR = Type.int(), Type.str()
-HANDLE = Type.one_of(Type.tup(), Type.tup(STR, INT, INT))
+HANDLE = one_of(tup(), tup(STR, INT, INT))
 
 # outcomes each action can show in the spec
 _OUTCOMES = {
@@ -270,10 +260,10 @@ class Action(Type):
     def __init__(self, recording: bool = False) -> None:
         super().__init__("Action", text="{ name: Str, outcome: Str, ... } (see docs/itf.md)")
         self.recording = recording
-        self.field_types = {"size": INT, "id": INT, "nbytes": INT, "freed": Type.seq(INT),
+        self.field_types = {"size": INT, "id": INT, "nbytes": INT, "freed": seq_of(INT),
                             "key": STR, "handle": HANDLE,
                             "reader": INT if recording else STR,
-                            "value": STR if recording else Type.seq(STR)}
+                            "value": STR if recording else seq_of(STR)}
 
     def _shape(self, data: Mapping[str, Any], where: str) -> tuple[list[str], set[str]]:
         name = data.get("name")
@@ -314,30 +304,30 @@ class Action(Type):
         return FrozenDict(out)
 
 
-_CELLS = Type.map(INT, INT)
+_CELLS = fn(INT, INT)
 RING_VARS: dict[str, Type] = {
     "data_buffer_start": INT, "data_buffer_end": INT,
     "monotonic_id_start": INT, "monotonic_id_end": INT,
-    "metadata": Type.map(INT, INT),
+    "metadata": fn(INT, INT),
     "hdr_size": _CELLS,
-    "marked": Type.set(INT),
-    "chunks": Type.set(Type.rec(id=INT, addr=INT, size=INT)),
+    "marked": set_of(INT),
+    "chunks": set_of(rec(id=INT, addr=INT, size=INT)),
     "last_action": Action(),
 }
 STORAGE_VARS: dict[str, Type] = {
     "data_buffer_start": INT, "data_buffer_end": INT,
     "monotonic_id_start": INT, "monotonic_id_end": INT,
-    "metadata": Type.map(INT, INT),
-    "key_index": Type.map(STR, Type.tup(INT, INT)),
-    "id_index": Type.map(INT, STR),
-    "writer_flag": Type.map(INT, INT),
-    "touched": Type.set(INT),
+    "metadata": fn(INT, INT),
+    "key_index": fn(STR, tup(INT, INT)),
+    "id_index": fn(INT, STR),
+    "writer_flag": fn(INT, INT),
+    "touched": set_of(INT),
     "hdr_id": _CELLS, "hdr_size": _CELLS, "count": _CELLS,
-    "payload": Type.map(INT, STR),
-    "issued": Type.map(HANDLE, INT),
-    "inbox": Type.map(STR, Type.map(HANDLE, INT)),
-    "rd": Type.map(STR, Type.rec(st=STR, h=HANDLE, pos=INT, size=INT, val=Type.seq(STR))),
-    "chunks": Type.set(Type.rec(id=INT, addr=INT, size=INT, key=STR, reads=INT)),
+    "payload": fn(INT, STR),
+    "issued": fn(HANDLE, INT),
+    "inbox": fn(STR, fn(HANDLE, INT)),
+    "rd": fn(STR, rec(st=STR, h=HANDLE, pos=INT, size=INT, val=seq_of(STR))),
+    "chunks": set_of(rec(id=INT, addr=INT, size=INT, key=STR, reads=INT)),
     "nissued": INT,
     "last_action": Action(),
 }

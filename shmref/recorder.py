@@ -120,10 +120,12 @@ class Recorder:
             raise ValueError("the recorder needs a storage driver (storage=True)")
         self.driver = driver
         self.log: list[dict[str, Any]] = []
-        self.open: dict[int, tuple] = {}  # reader -> handle of its read in flight
+        self.open: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
 
     def recording(self) -> Recording:
         writer = self.driver.writer
+        if writer is None:
+            raise ValueError("the recorder needs a storage driver (storage=True)")
         max_obj, rest = divmod(writer.max_object_size + MD_SIZE, UNIT)
         if rest:
             raise ValueError(f"max_object_size {writer.max_object_size} is not 16*k - 8")
@@ -135,7 +137,7 @@ class Recorder:
         self.log.append({"name": name, **fields, "outcome": outcome.status})
         return outcome
 
-    def _handle(self, key: str, outcome: Outcome) -> tuple:
+    def _handle(self, key: str, outcome: Outcome) -> tuple[Any, ...]:
         if outcome.status != "ok":
             return ()
         address, monotonic_id = outcome.result
@@ -172,7 +174,7 @@ class Recorder:
 
     # -- readers -----------------------------------------------------------------
 
-    def get_begin(self, reader: int, handle: tuple) -> Outcome:
+    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         handle = tuple(handle)
         outcome = self.driver.get_begin(reader, handle)
         if outcome.status == "ok":
@@ -206,10 +208,13 @@ def random_workload(rec: Recorder, steps: int, seed: int,
     reader reads all its mail, so that the ring can empty)."""
     rng = random.Random(seed)
     driver = rec.driver
+    writer = driver.writer
+    if writer is None:
+        raise ValueError("the workload needs a storage driver (storage=True)")
     readers = range(len(driver.readers))
-    inbox: dict[int, list[tuple]] = {r: [] for r in readers}
+    inbox: dict[int, list[tuple[Any, ...]]] = {r: [] for r in readers}
     stage: dict[int, str] = {r: "idle" for r in readers}
-    flight: dict[int, tuple] = {}  # reader -> handle of its read in flight
+    flight: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
     max_obj = rec.recording().constants["MAX_OBJ"]
 
     def deliver(outcome: Outcome, key: str) -> None:
@@ -219,7 +224,7 @@ def random_workload(rec: Recorder, steps: int, seed: int,
 
     for _ in range(steps):
         roll = rng.random()
-        cached = [k for k in keys if driver.writer.is_cached(k)]
+        cached = [k for k in keys if writer.is_cached(k)]
         if roll < 0.22:
             key = rng.choice(keys)
             size = rng.randint(1, max_obj + 1)
@@ -358,7 +363,7 @@ def _run_log(recording: Recording, switches: dict[str, Any], folder: Path | None
     """TLC on TraceShmObjectStorage with this log, in `folder` (kept) or a
     temporary folder (removed)."""
     keep = folder is not None
-    where = Path(folder) if keep else Path(tempfile.mkdtemp(prefix="shmref-trace-"))
+    where = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="shmref-trace-"))
     where.mkdir(parents=True, exist_ok=True)
     try:
         for name in SPEC_FILES:
@@ -467,7 +472,7 @@ def explain_step(recording: Recording, index: int, switches: dict[str, Any],
         return (f"{step}: the spec cannot take this call at all after step {index}: "
                 f"no spec step performs {describe_call(call)} there "
                 f"(e.g. a reader with no read open, or an unknown handle)")
-    options = []
+    options: list[tuple[dict[str, Any], list[tuple[str, Any, Any]]]] = []
     for trace in traces:
         results = _spec_results(trace, call)
         if results not in [o[0] for o in options]:

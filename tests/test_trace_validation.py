@@ -1,16 +1,21 @@
 """Trace validation (implementation -> spec): a recorded run of the
 implementation, checked by TLC against spec/ShmObjectStorage.tla through
 spec/TraceShmObjectStorage.tla. The checker must accept refimpl's runs and
-must be able to reject: a tampered recording, a mutant's recording."""
+must be able to reject: a tampered recording, a mutant's recording; a
+rejection names the step, the field and both values. Recordings travel as
+ITF (docs/itf.md); a malformed one gets one message naming state and field."""
 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import refimpl
+from shmref import itf
 from shmref.driver import Driver
 from shmref.mutants import MUTATIONS, build_mutant
 from shmref.recorder import Recorder, Recording, random_workload, validate_recording
@@ -50,30 +55,45 @@ def first(log: list[dict], name: str, outcome: str, after: int = 10) -> int:
                 and e["outcome"] == outcome)
 
 
-def tampered_address(log: list[dict]) -> None:
-    entry = log[first(log, "put", "ok")]
-    key, address, chunk_id = entry["handle"]
-    entry["handle"] = (key, address + 1, chunk_id)
+# Each tamper returns what the diagnosis must say: the step, then the
+# field and the recorded value, or the words for an impossible call.
 
 
-def tampered_outcome(log: list[dict]) -> None:
-    entry = log[first(log, "get_end", "ok")]
-    entry["outcome"] = "stale"
-    del entry["value"]
+def tampered_address(log: list[dict]) -> list[str]:
+    index = first(log, "put", "ok")
+    key, address, chunk_id = log[index]["handle"]
+    log[index]["handle"] = (key, address + 1, chunk_id)
+    recorded, spec = [key, address + 1, chunk_id], [key, address, chunk_id]
+    return [f"step {index + 1} ", f"last_action.handle: recording {json.dumps(recorded)}",
+            f"spec {json.dumps(spec)}"]
 
 
-def tampered_value(log: list[dict]) -> None:
-    entry = log[first(log, "get_end", "ok")]
-    entry["value"] = "<foreign>"
+def tampered_outcome(log: list[dict]) -> list[str]:
+    index = first(log, "get_end", "ok")
+    log[index]["outcome"] = "stale"
+    del log[index]["value"]
+    return [f"step {index + 1} ", 'last_action.outcome: recording "stale", spec "ok"']
 
 
-def tampered_freed(log: list[dict]) -> None:
+def tampered_value(log: list[dict]) -> list[str]:
+    index = first(log, "get_end", "ok")
+    key = log[index]["value"]
+    log[index]["value"] = "<foreign>"
+    return [f"step {index + 1} ", f'last_action.value: recording "<foreign>", spec "{key}"']
+
+
+def tampered_freed(log: list[dict]) -> list[str]:
     index = next(i for i, e in enumerate(log) if e["name"] == "free_unused" and e.get("freed"))
-    log[index]["freed"] = log[index]["freed"][:-1]
+    freed = log[index]["freed"]
+    log[index]["freed"] = freed[:-1]
+    return [f"step {index + 1} ", f"last_action.freed: recording {json.dumps(list(freed[:-1]))}",
+            f"spec {json.dumps(list(freed))}"]
 
 
-def dropped_step(log: list[dict]) -> None:
-    del log[first(log, "get_cached", "ok")]
+def dropped_step(log: list[dict]) -> list[str]:
+    index = first(log, "get_cached", "ok")
+    del log[index]
+    return ["step ", "cannot take this call"]
 
 
 @pytest.mark.parametrize("tamper", [tampered_address, tampered_outcome, tampered_value,
@@ -83,17 +103,20 @@ def test_tampered_recording_is_rejected(recording, tamper, is_refimpl):
     if not is_refimpl:
         pytest.skip("tampers with refimpl's recording")
     log = copy.deepcopy(recording.log)
-    tamper(log)
+    expected = tamper(log)
     result = validate_recording(Recording(recording.constants, log))
     assert not result.accepted, f"{tamper.__name__}: the checker accepted a tampered log"
     assert result.matched < len(log)
+    assert result.diagnosis is not None and result.diagnosis in result.explain()
+    for words in expected:
+        assert words in result.diagnosis, f"{words!r} not in {result.diagnosis!r}"
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTATIONS))
 def test_recording_of_a_mutant_is_rejected(mutant, is_refimpl):
     if not is_refimpl:
         pytest.skip("mutants are copies of refimpl")
-    result = validate_recording(record(build_mutant(mutant)))
+    result = validate_recording(record(build_mutant(mutant)), diagnose=False)
     assert not result.accepted, f"mutant {mutant} ({MUTATIONS[mutant][3]}) was accepted"
 
 
@@ -122,3 +145,82 @@ def test_empty_recording_is_accepted(is_refimpl):
         pytest.skip("independent of the implementation")
     with Driver(refimpl, 4, n_readers=1, id_max=5, max_obj=2) as driver:
         assert validate_recording(Recorder(driver).recording()).accepted
+
+
+# -- recordings in ITF ----------------------------------------------------------------
+
+
+def test_recording_roundtrips_through_itf(recording, tmp_path: Path):
+    recording.save_itf(tmp_path / "r.itf.json")
+    doc = json.loads((tmp_path / "r.itf.json").read_text())
+    assert doc["#meta"]["kind"] == "recording" and len(doc["states"]) == len(recording.log) + 1
+    assert Recording.load(tmp_path / "r.itf.json") == recording
+
+
+def test_itf_recording_is_validated_by_the_cli(recording, tmp_path: Path, capsys):
+    path = tmp_path / "run.itf.json"
+    recording.save_itf(path)
+    assert itf.main(["validate", str(path)]) == 0
+    assert "accepted" in capsys.readouterr().out
+    doc = json.loads(path.read_text())
+    k = next(i for i, s in enumerate(doc["states"]) if s["last_action"]["name"] == "get_end"
+             and s["last_action"]["outcome"] == "ok")
+    doc["states"][k]["last_action"]["value"] = "<foreign>"
+    path.write_text(json.dumps(doc))
+    assert itf.main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"step {k} " in out and "last_action.value" in out
+
+
+def _edit(path: list[Any], value: Any):
+    def apply(doc: Any) -> None:
+        for step in path[:-1]:
+            doc = doc[step]
+        if value is None:
+            del doc[path[-1]]
+        else:
+            doc[path[-1]] = value
+    return apply
+
+
+BROKEN_RECORDINGS = {
+    "reader out of range": (_edit(["reader"], 7), ["last_action.reader", "0..1"]),
+    "reader as a name": (_edit(["reader"], "r1"), ["last_action.reader", "integer"]),
+    "missing outcome": (_edit(["outcome"], None), ["last_action", "outcome"]),
+    "unknown call": (_edit(["name"], "drop_delivery"), ["last_action.name", "drop_delivery"]),
+    "unknown field": (_edit(["colour"], "red"), ["last_action", "colour"]),
+    "handle as a list": (_edit(["handle"], ["a", 0, 0]), ["last_action.handle"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_RECORDINGS))
+def test_broken_itf_recording_gets_one_clear_message(recording, case, tmp_path, capsys):
+    edit, words = BROKEN_RECORDINGS[case]
+    doc = json.loads(json.dumps(recording.to_itf()))
+    k = next(i for i, s in enumerate(doc["states"]) if s["last_action"]["name"] == "get_end")
+    edit(doc["states"][k]["last_action"])
+    path = tmp_path / "broken.itf.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as caught:
+        Recording.load(path)
+    message = str(caught.value)
+    assert f"state {k}, " in message and all(w in message for w in words), message
+    assert itf.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"state {k}, " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"constants": {"N": 8}, "log": []}, ["constants", "ID_MAX"]),
+    ({"constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 2},
+      "log": [{"name": "put", "key": "a", "size": "2", "handle": [], "outcome": "ok"}]},
+     ["state 1", "last_action.size", "integer"]),
+    ({"log": []}, ["constants", "log"]),
+    ({"constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 0}, "log": []}, ["R", "at least 1"]),
+])
+def test_broken_plain_recording_gets_one_clear_message(tmp_path, data, words):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as caught:
+        Recording.load(path)
+    assert all(w in str(caught.value) for w in words), str(caught.value)
