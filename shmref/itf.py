@@ -31,7 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from shmref import tlc
-from shmref.itf_schema import INT, RING_VARS, STORAGE_VARS, STR, Action, ItfError, Type, set_of
+from shmref.itf_schema import (
+    INT,
+    OBSERVABLE,
+    RING_VARS,
+    STORAGE_VARS,
+    STR,
+    Action,
+    ItfError,
+    Type,
+    set_of,
+)
 
 __all__ = ["ItfError", "SCHEMA", "read_recording", "read_trace", "recording_to_itf",
            "trace_to_itf", "write_json"]
@@ -168,26 +178,52 @@ def read_trace(path: Path) -> tuple[tlc.Trace, dict[str, Any]]:
 
 
 def recording_to_itf(constants: Mapping[str, int], log: Sequence[Mapping[str, Any]],
+                     observed: Sequence[Mapping[str, Any]] | None = None,
                      source: str = "shmref.recorder") -> dict[str, Any]:
     """A recording (the constants and one `last_action` per call) as ITF:
-    state 0 is `init`, state i is the i-th call."""
-    types = {"last_action": RECORDING_ACTION}
-    states: list[dict[str, Any]] = [{"#meta": {"index": 0}}]
-    for name, typ in RECORDING_PARAMS.items():
-        states[0][name] = typ.encode(constants[name], f"params: {name}")
-    states[0]["last_action"] = {"name": "init", "outcome": "ok"}
-    for k, entry in enumerate(log, start=1):
-        states.append({"#meta": {"index": k},
-                       "last_action": RECORDING_ACTION.encode(entry, f"state {k}, last_action")})
+    state 0 is `init`, state i is the i-th call; `observed` (optional, one
+    per state, state 0 included) adds the implementation's state."""
+    names = sorted(observed[0]) if observed else []
+    if observed is not None and len(observed) != len(log) + 1:
+        raise ItfError(f"observed: {len(observed)} states for {len(log)} calls "
+                       f"(expected one per call plus the initial state)")
+    unknown = sorted(set(names) - set(OBSERVABLE))
+    if unknown:
+        raise ItfError(f"observed: unknown variable {unknown[0]} (the schema has "
+                       f"{', '.join(OBSERVABLE)})")
+    types: dict[str, Type] = {"last_action": RECORDING_ACTION,
+                              **{n: OBSERVABLE[n] for n in names}}
+    states: list[dict[str, Any]] = []
+    entries: list[Mapping[str, Any]] = [{"name": "init", "outcome": "ok"}, *log]
+    for k, entry in enumerate(entries):
+        state: dict[str, Any] = {"#meta": {"index": k}}
+        if k == 0:
+            for name, typ in RECORDING_PARAMS.items():
+                state[name] = typ.encode(constants[name], f"params: {name}")
+            state["last_action"] = dict(entry)
+        else:
+            state["last_action"] = RECORDING_ACTION.encode(entry, f"state {k}, last_action")
+        for name in names:
+            if observed is None or name not in observed[k]:
+                raise ItfError(f"state {k}: missing variable {name}")
+            state[name] = OBSERVABLE[name].encode(observed[k][name], f"state {k}, variable {name}")
+        states.append(state)
     return {"#meta": _meta("recording", source, types), "params": list(RECORDING_PARAMS),
-            "vars": ["last_action"], "states": states}
+            "vars": ["last_action", *names], "states": states}
 
 
-def recording_from_itf(doc: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
-    """The constants and the log of an ITF recording (schema-checked)."""
+def recording_from_itf(doc: Any) -> tuple[dict[str, int], list[dict[str, Any]],
+                                          list[dict[str, Any]] | None]:
+    """The constants, the log and the observed states (None if the file
+    has none) of an ITF recording, schema-checked."""
     states, names, params = _header(doc, "recording")
-    if names != ["last_action"]:
-        raise ItfError(f"vars: a recording has exactly [\"last_action\"], got {names}")
+    if not names or names[0] != "last_action" or len(set(names)) != len(names):
+        raise ItfError(f'vars: a recording has "last_action" first, then observed variables; '
+                       f"got {names}")
+    unknown = sorted(set(names[1:]) - set(OBSERVABLE))
+    if unknown:
+        raise ItfError(f"vars: unknown variable {unknown[0]} (a recording may observe "
+                       f"{', '.join(OBSERVABLE)})")
     if set(params) != set(RECORDING_PARAMS):
         raise ItfError(f"params: expected {sorted(RECORDING_PARAMS)}, got {sorted(params)}")
     constants = {n: t.decode(states[0].get(n), f"state 0, param {n}")
@@ -195,23 +231,28 @@ def recording_from_itf(doc: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
     for name in ("N", "ID_MAX", "MAX_OBJ", "R"):
         if constants[name] < 1:
             raise ItfError(f"state 0, param {name}: must be at least 1, got {constants[name]}")
-    _check_names(0, states[0], {"last_action", *RECORDING_PARAMS})
+    _check_names(0, states[0], {*names, *RECORDING_PARAMS})
     first = states[0]["last_action"]
     if first != {"name": "init", "outcome": "ok"}:
         raise ItfError(f"state 0, variable last_action: expected the init record "
                        f"{{\"name\": \"init\", \"outcome\": \"ok\"}}, got {json.dumps(first)}")
     log = []
     for k, state in enumerate(states[1:], start=1):
-        _check_names(k, state, {"last_action"})
+        _check_names(k, state, set(names))
         entry = dict(RECORDING_ACTION.decode(state["last_action"], f"state {k}, last_action"))
         if "reader" in entry and not 0 <= entry["reader"] < constants["R"]:
             raise ItfError(f"state {k}, last_action.reader: {entry['reader']} is not a reader "
                            f"index in 0..{constants['R'] - 1}")
         log.append(entry)
-    return constants, log
+    observed = None
+    if len(names) > 1:
+        observed = [{n: OBSERVABLE[n].decode(state[n], f"state {k}, variable {n}")
+                     for n in names[1:]} for k, state in enumerate(states)]
+    return constants, log, observed
 
 
-def read_recording(path: Path) -> tuple[dict[str, int], list[dict[str, Any]]]:
+def read_recording(path: Path) -> tuple[dict[str, int], list[dict[str, Any]],
+                                        list[dict[str, Any]] | None]:
     return recording_from_itf(load_json(path))
 
 
@@ -313,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate = sub.add_parser("validate", help="trace-validate an ITF recording with TLC")
     validate.add_argument("file", type=Path)
     validate.add_argument("--out", type=Path, help="keep the generated module and TLC's output")
+    validate.add_argument("--spec", choices=("either", "fixed", "seed"), default="either",
+                          help="the protocol of refimpl (FIXED), of the seed, or either")
     args = parser.parse_args(argv)
     try:
         if args.command == "export":
@@ -324,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc = load_json(args.file)
             kind = doc.get("#meta", {}).get("kind") if isinstance(doc, dict) else None
             if kind == "recording":
-                _constants, log = recording_from_itf(doc)
+                _constants, log, _observed = recording_from_itf(doc)
                 print(f"{args.file}: a valid recording of {len(log)} calls")
             else:
                 trace, _constants = trace_from_itf(doc)
@@ -340,9 +383,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = replay_file(args.file, module)
             print(report.table())
             return 0 if report.ok else 1
-        from shmref.recorder import Recording, validate_recording
+        from shmref.tracecheck import Recording, validate_either, validate_recording
 
-        result = validate_recording(Recording.load(args.file), out_dir=args.out)
+        recording = Recording.load(args.file)
+        if args.spec == "either":
+            result = validate_either(recording, out_dir=args.out)
+        else:
+            result = validate_recording(recording, switches={"FIXED": args.spec == "fixed"},
+                                        out_dir=args.out)
         print(result.explain())
         return 0 if result.accepted else 1
     except ItfError as exc:

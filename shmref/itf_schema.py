@@ -331,3 +331,14 @@ STORAGE_VARS: dict[str, Type] = {
     "nissued": INT,
     "last_action": Action(),
 }
+# What a recording may add to each state besides last_action: the
+# implementation's state after the call, in units (docs/itf.md).
+OBSERVABLE: dict[str, Type] = {
+    "data_buffer_start": INT, "data_buffer_end": INT,
+    "monotonic_id_start": INT, "monotonic_id_end": INT,
+    "metadata": fn(INT, INT),
+    "key_index": fn(STR, tup(INT, INT)),
+    "writer_flag": fn(INT, INT),
+    "touched": set_of(INT),
+    "counts": fn(INT, INT),
+}

@@ -12,6 +12,11 @@
 (* A generated module (build/trace/...) EXTENDS this one, defines the log  *)
 (* and the constants, and its cfg checks the invariant TraceIncomplete.   *)
 (*                                                                         *)
+(* TraceObs(j) (optional) gives, per log entry, the implementation's      *)
+(* state after the call: a record of some of ObsNow's fields (the ring's   *)
+(* start/end/ids/metadata, the writer's maps, counts per chunk id, all in  *)
+(* units); step i must end in a state that shows them.                     *)
+(*                                                                         *)
 (* Step i of the behaviour must take the spec action that log[i] names,    *)
 (* with log[i]'s arguments, and end with a last_action that agrees with    *)
 (* every field of log[i] (outcome, handle, freed ids; `value` is the key   *)
@@ -31,6 +36,9 @@
 EXTENDS ShmObjectStorage
 
 CONSTANT TraceLog   \* a sequence of records (see above)
+CONSTANT TraceObs(_) \* j -> the state observed after log[j] (a record),
+                     \* or EmptyFn if none (an operator, not a sequence:
+                     \* TLC would rebuild a sequence at every access)
 
 VARIABLE i          \* the next log entry to match
 
@@ -87,6 +95,25 @@ NoOp(e) ==
       [] e.name = "get_cached" -> HasNot(e, "outcome", "ok") /\ e.key \notin DOMAIN key_index
       [] OTHER -> FALSE
 
+\* What an implementation can show of a state (in units); functions as
+\* their graphs (sets of <<x, f[x]>>); counts are per live chunk id: the
+\* count field at the chunk's header cell.
+Graph(f) == {<<x, f[x]>> : x \in DOMAIN f}
+ObsNow == [data_buffer_start |-> data_buffer_start,
+           data_buffer_end |-> data_buffer_end,
+           monotonic_id_start |-> monotonic_id_start,
+           monotonic_id_end |-> monotonic_id_end,
+           metadata |-> Graph(metadata), key_index |-> Graph(key_index),
+           writer_flag |-> Graph(writer_flag), touched |-> touched,
+           counts |-> {<<id, count[metadata[id] % N]>> : id \in DOMAIN metadata}]
+
+\* The state after step j shows what the implementation showed after log[j].
+Observed(j) ==
+    LET seen == TraceObs(j)
+    IN  IF DOMAIN seen = {}
+        THEN TRUE
+        ELSE LET now == ObsNow' IN \A v \in DOMAIN seen : now[v] = seen[v]
+
 TraceInit == Init /\ i = 1
 
 TraceNext ==
@@ -94,6 +121,7 @@ TraceNext ==
     /\ LET e == TraceLog[i]
        IN  \/ Perform(e) /\ Matches(e)
            \/ NoOp(e) /\ UNCHANGED vars
+    /\ Observed(i)
     /\ i' = i + 1
 
 TraceSpec == TraceInit /\ [][TraceNext]_tvars

@@ -18,7 +18,13 @@ import refimpl
 from shmref import itf
 from shmref.driver import Driver
 from shmref.mutants import MUTATIONS, build_mutant
-from shmref.recorder import Recorder, Recording, random_workload, validate_recording
+from shmref.recorder import (
+    Recorder,
+    Recording,
+    random_workload,
+    validate_either,
+    validate_recording,
+)
 
 pytestmark = pytest.mark.tlc
 
@@ -37,17 +43,19 @@ def recording(impl) -> Recording:
     return record(impl)
 
 
-def test_recording_of_the_impl_is_a_spec_behaviour(impl, recording, tmp_path):
+def test_recording_of_the_impl_is_a_spec_behaviour(impl, recording, tmp_path, is_refimpl):
     names = {(e["name"], e["outcome"]) for e in recording.log}
-    # the workload reaches the interesting outcomes, not just puts
+    # the workload reaches the interesting outcomes, not just puts; a failed
+    # copy surfaces at get_end in refimpl and at get_copy in the seed's get
+    failed_copy = ("get_end" if is_refimpl else "get_copy", "DeserializeError")
     for wanted in [("put", "ok"), ("put", "ValueError"), ("get_end", "ok"),
                    ("get_begin", "stale"), ("free_unused", "ok"), ("clear", "ok"),
-                   ("get_cached", "ok"), ("get_end", "DeserializeError")]:
+                   ("get_cached", "ok"), failed_copy]:
         assert wanted in names, f"the workload never produced {wanted}"
     recording.save(tmp_path / "run.json")
-    result = validate_recording(Recording.load(tmp_path / "run.json"), out_dir=tmp_path / "tlc")
+    result = validate_either(Recording.load(tmp_path / "run.json"), out_dir=tmp_path / "tlc")
     assert result.accepted, result.explain()
-    assert (tmp_path / "tlc" / "TraceRun.tla").is_file()
+    assert result.directory is not None and (result.directory / "TraceRun.tla").is_file()
 
 
 def first(log: list[dict], name: str, outcome: str, after: int = 10) -> int:
@@ -223,4 +231,76 @@ def test_broken_plain_recording_gets_one_clear_message(tmp_path, data, words):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError) as caught:
         Recording.load(path)
+    assert all(w in str(caught.value) for w in words), str(caught.value)
+
+
+# -- recordings with observed states ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def observed(impl) -> Recording:
+    with Driver(impl, 8, n_readers=2, id_max=5, max_obj=3) as driver:
+        recorder = Recorder(driver, observe=True)
+        random_workload(recorder, 200, 3)
+        return recorder.recording()
+
+
+def test_observed_recording_is_a_spec_behaviour(observed, tmp_path: Path):
+    assert observed.observed is not None and len(observed.observed) == len(observed.log) + 1
+    assert {"data_buffer_end", "metadata", "counts"} <= set(observed.observed[0])
+    observed.save_itf(tmp_path / "run.itf.json")
+    loaded = Recording.load(tmp_path / "run.itf.json")
+    assert loaded == observed
+    result = validate_either(loaded)
+    assert result.accepted, result.explain()
+
+
+def _counted_step(states: list[dict[str, Any]]) -> int:
+    return next(k for k in range(20, len(states)) if any(states[k]["counts"].values()))
+
+
+@pytest.mark.parametrize("variable", ["data_buffer_end", "counts", "key_index", "touched"])
+def test_tampered_observation_is_rejected_naming_the_variable(observed, variable, is_refimpl):
+    """The recorded calls are right, the state shown after one is not."""
+    if not is_refimpl:
+        pytest.skip("tampers with refimpl's recording")
+    states = copy.deepcopy(observed.observed)
+    assert states is not None
+    k = _counted_step(states)
+    state = states[k]
+    if variable == "counts":
+        chunk = next(i for i, c in state["counts"].items() if c)
+        state["counts"][chunk] += 2
+        want = f"counts: recording {{{chunk}: {state['counts'][chunk]}"
+    elif variable == "key_index":
+        state["key_index"]["zz"] = (0, 0)
+        want = 'key_index: recording {"'
+    elif variable == "touched":
+        state["touched"] = set(state["touched"]) | {4}
+        want = "touched: recording {"
+    else:
+        state[variable] += 1
+        want = f"{variable}: recording {state[variable]}, spec {state[variable] - 1}"
+    result = validate_recording(Recording(observed.constants, observed.log, states))
+    assert not result.accepted and result.matched == k - 1
+    assert result.diagnosis is not None and f"step {k} " in result.diagnosis
+    assert want in result.diagnosis, result.diagnosis
+
+
+def test_observations_must_match_the_log_length(observed):
+    with pytest.raises(ValueError, match="one per call"):
+        Recording(observed.constants, observed.log, (observed.observed or [])[:-1]).to_itf()
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["vars"].append("colour"), ["vars", "unknown variable colour"]),
+    (lambda d: d["states"][3].pop("metadata"), ["state 3", "missing variable metadata"]),
+    (lambda d: d["states"][2].update(counts={"#map": [[0, "one"]]}),
+     ["state 2", "counts", "integer"]),
+])
+def test_broken_observed_recording_gets_one_clear_message(observed, edit, words):
+    doc = json.loads(json.dumps(observed.to_itf()))
+    edit(doc)
+    with pytest.raises(ValueError) as caught:
+        itf.recording_from_itf(doc)
     assert all(w in str(caught.value) for w in words), str(caught.value)
