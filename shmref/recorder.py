@@ -49,6 +49,7 @@ class Recorder:
         self.driver = driver
         self.log: list[dict[str, Any]] = []
         self.open: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
+        self.raised_at_copy: set[int] = set()  # readers whose copy raised (seed's get)
         self.observed: list[dict[str, Any]] | None = [self._observe()] if observe else None
 
     def _observe(self) -> dict[str, Any]:
@@ -122,10 +123,22 @@ class Recorder:
             # the injected failure is kept for get_end (refimpl) or raised
             # now (seed composition): in the spec it happens at get_copy
             outcome = Outcome("DeserializeError")
+        elif outcome.status == "DeserializeError":
+            self.raised_at_copy.add(reader)
         return self._add("get_copy", outcome, reader=reader)
 
     def get_end(self, reader: int) -> Outcome:
         handle = self.open.pop(reader, ())
+        abandon = getattr(self.driver.readers[reader], "abandon", None)
+        if reader in self.raised_at_copy and abandon is not None:
+            # The seed's get raised in deserialize: the read ended there, with
+            # no increment, which the spec logs as get_end DeserializeError.
+            # (Ending the composed read would increment: shmref.splitread.)
+            self.raised_at_copy.discard(reader)
+            abandon()
+            return self._add("get_end", Outcome("DeserializeError"), reader=reader,
+                             handle=handle)
+        self.raised_at_copy.discard(reader)
         outcome = self.driver.get_end(reader)
         fields: dict[str, Any] = {"reader": reader, "handle": handle}
         if outcome.status == "ok":

@@ -159,7 +159,7 @@ def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tup
     sizes = {e["size"] for e in log if "size" in e} | {1}
     forged = {tuple(e["handle"]) for e in log if e["name"] == "get_begin"}
     issues = sum(1 for e in log if e["name"] in ("put", "get_cached"))
-    entries = ",\n    ".join(tla_value(e) for e in log)
+    entries = "".join(f"\n    [] j = {j} -> {tla_value(e)}" for j, e in enumerate(log, start=1))
     cases = "".join(f"\n    [] j = {j} -> {tla_observation(o)}"
                     for j, o in enumerate((recording.observed or [])[1:], start=1))
     observed = f"CASE j = 0 -> EmptyFn{cases}\n    [] OTHER -> EmptyFn"
@@ -171,7 +171,8 @@ def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tup
         f"TraceSizes == {tla_value(sizes)}",
         f"TraceReaders == {tla_value(set(range(c['R'])))}",
         f"TraceForged == {tla_value(forged)}",
-        f"TraceLogValue == <<\n    {entries}>>",
+        f"TraceLogValue(j) ==\n    CASE j = 0 -> [name |-> \"none\"]{entries}"
+        "\n    [] OTHER -> [name |-> \"none\"]",
         f"TraceObsValue(j) ==\n    {observed}",
         "====",
         "",
@@ -180,7 +181,8 @@ def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tup
                  f"    MAX_OBJ = {c['MAX_OBJ']}", "    Keys <- TraceKeys",
                  "    Sizes <- TraceSizes", "    Readers <- TraceReaders",
                  "    Forged <- TraceForged", f"    MaxIssues = {issues + 1}",
-                 "    TraceLog <- TraceLogValue", "    TraceObs <- TraceObsValue"]
+                 f"    TraceLen = {len(log)}", "    TraceLog <- TraceLogValue",
+                 "    TraceObs <- TraceObsValue"]
     cfg_lines += [f"    {k} = {tla_value(v)}" for k, v in switches.items()]
     cfg_lines += ["INIT TraceInit", "NEXT TraceNext", "INVARIANT TraceIncomplete", ""]
     return module, "\n".join(cfg_lines)

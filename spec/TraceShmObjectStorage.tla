@@ -2,9 +2,10 @@
 (***************************************************************************)
 (* Trace validation (implementation -> spec), as CCF and etcd-raft do it.  *)
 (*                                                                         *)
-(* TraceLog is a sequence of records written by shmref.recorder while an   *)
-(* implementation ran: each names a spec action (DESIGN.md), carries its   *)
-(* arguments in units and the outcome the implementation showed, e.g.      *)
+(* TraceLog(j), j \in 1..TraceLen (log[j] below), are the records that    *)
+(* shmref.recorder wrote while an implementation ran: each names a spec   *)
+(* action (DESIGN.md), carries its arguments in units and the outcome the  *)
+(* implementation showed, e.g.                                             *)
 (*   [name |-> "put", key |-> "a", size |-> 2, outcome |-> "ok",           *)
 (*    handle |-> <<"a", 0, 0>>]                                            *)
 (*   [name |-> "get_end", reader |-> 0, handle |-> <<"a", 0, 0>>,          *)
@@ -26,7 +27,7 @@
 (* of ShmObjectStorage's Spec (its steps are Next or UNCHANGED vars) that  *)
 (* performs the log, entry by entry.                                       *)
 (*                                                                         *)
-(* TLC explores TraceSpec; the invariant TraceIncomplete (i <= Len(log))   *)
+(* TLC explores TraceSpec; the invariant TraceIncomplete (i <= TraceLen)   *)
 (* is violated exactly when some behaviour has matched the whole log:      *)
 (*   invariant TraceIncomplete violated  =>  the log is ACCEPTED           *)
 (*   TLC finishes without violation      =>  the log is REJECTED; the      *)
@@ -35,10 +36,11 @@
 (***************************************************************************)
 EXTENDS ShmObjectStorage
 
-CONSTANT TraceLog   \* a sequence of records (see above)
-CONSTANT TraceObs(_) \* j -> the state observed after log[j] (a record),
-                     \* or EmptyFn if none (an operator, not a sequence:
-                     \* TLC would rebuild a sequence at every access)
+CONSTANT TraceLen     \* the number of log entries
+CONSTANT TraceLog(_)  \* j -> the j-th log entry (see above); an operator, not
+                      \* a sequence: TLC would rebuild a sequence at every access
+CONSTANT TraceObs(_)  \* j -> the state observed after log entry j (a
+                      \* record), or EmptyFn if none
 
 VARIABLE i          \* the next log entry to match
 
@@ -117,8 +119,8 @@ Observed(j) ==
 TraceInit == Init /\ i = 1
 
 TraceNext ==
-    /\ i <= Len(TraceLog)
-    /\ LET e == TraceLog[i]
+    /\ i <= TraceLen
+    /\ LET e == TraceLog(i)
        IN  \/ Perform(e) /\ Matches(e)
            \/ NoOp(e) /\ UNCHANGED vars
     /\ Observed(i)
@@ -127,6 +129,6 @@ TraceNext ==
 TraceSpec == TraceInit /\ [][TraceNext]_tvars
 
 \* Violated iff the whole log was matched (see the header).
-TraceIncomplete == i <= Len(TraceLog)
+TraceIncomplete == i <= TraceLen
 
 =============================================================================
