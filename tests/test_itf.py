@@ -111,11 +111,15 @@ def test_export_cli_counterexample_and_replay(impl, is_refimpl, tmp_path, capsys
 
 
 @pytest.fixture(scope="module")
-def exported_ring_traces(tmp_path_factory) -> list[Path]:
+def exported_traces(tmp_path_factory) -> dict[str, list[Path]]:
+    """Simulation runs and a hazard's counterexample of each spec."""
     folder = tmp_path_factory.mktemp("itf")
-    files = itf.export_model("MCRing", folder / "sim", simulate=(12, 30, 7))
-    files += itf.export_model("MCRingIdCollision", folder / "collision.itf.json")
-    return files
+    return {
+        "ring": itf.export_model("MCRing", folder / "ring", simulate=(12, 30, 7)),
+        "ring hazard": itf.export_model("MCRingIdCollision", folder / "ring-hazard.itf.json"),
+        "storage": itf.export_model("MCStorage", folder / "storage", simulate=(12, 40, 7)),
+        "storage hazard": itf.export_model("MCIdCollision", folder / "hazard.itf.json"),
+    }
 
 
 def run_foreign(files: list[Path], tmp_path: Path) -> dict[str, Any]:
@@ -131,31 +135,52 @@ def run_foreign(files: list[Path], tmp_path: Path) -> dict[str, Any]:
     return result
 
 
-def test_foreign_harness_replays_exported_traces(exported_ring_traces, tmp_path):
-    """The done-when of issue 13: an exported trace replays through the
-    documented schema, with neither refimpl nor shmref imported."""
-    result = run_foreign(exported_ring_traces, tmp_path)
+def test_foreign_harness_replays_exported_traces(exported_traces, tmp_path):
+    """The done-when of issue 13: exported traces replay through the
+    documented schema, with neither refimpl nor shmref imported; the seed's
+    code reaches both hazards' violating states (it has both hazards)."""
+    files = [f for group in exported_traces.values() for f in group]
+    result = run_foreign(files, tmp_path)
     assert result["modules"] == []  # 'refimpl' not in sys.modules, nor shmref
     assert result["divergences"] == []
-    assert result["files"] == len(exported_ring_traces) and result["steps"] > 150
+    assert result["files"] == len(files) and result["steps"] > 400
+    print(f"foreign harness: {result['files']} ITF traces, {result['steps']} steps replayed")
 
 
-@pytest.mark.parametrize("variable", ["data_buffer_end", "metadata", "outcome"])
-def test_foreign_harness_catches_a_tampered_trace(exported_ring_traces, tmp_path, variable):
-    source = exported_ring_traces[-1]  # the counterexample: allocations all the way
-    doc = json.loads(source.read_text())
-    k = 2
-    if variable == "outcome":
-        doc["states"][k]["last_action"]["outcome"] = "MemoryError"
-    elif variable == "metadata":
-        doc["states"][k]["metadata"]["#map"][0][1] += 1
-    else:
-        doc["states"][k][variable] += 1
+def _first_put(doc: dict[str, Any]) -> int:
+    return next(k for k, s in enumerate(doc["states"]) if s["last_action"]["name"] == "put"
+                and s["last_action"]["outcome"] == "ok")
+
+
+TAMPERS = {
+    # name: (which trace, variable, edit of the state)
+    "ring end": ("ring hazard", "data_buffer_end", lambda s: s.update(
+        data_buffer_end=s["data_buffer_end"] + 1)),
+    "ring metadata": ("ring hazard", "metadata", lambda s: s["metadata"]["#map"][0].__setitem__(
+        1, s["metadata"]["#map"][0][1] + 1)),
+    "ring outcome": ("ring hazard", "outcome", lambda s: s["last_action"].update(
+        outcome="MemoryError")),
+    "storage key_index": ("storage hazard", "key_index", lambda s: s["key_index"]["#map"].append(
+        ["k9", {"#tup": [0, 0]}])),
+    "storage handle": ("storage hazard", "handle", lambda s: s["last_action"]["handle"][
+        "#tup"].__setitem__(2, 4)),
+    "storage count": ("storage hazard", "counts", lambda s: s["count"]["#map"][0].__setitem__(
+        1, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERS))
+def test_foreign_harness_catches_a_tampered_trace(exported_traces, tmp_path, case):
+    group, variable, edit = TAMPERS[case]
+    doc = json.loads(exported_traces[group][-1].read_text())
+    k = _first_put(doc) if group == "storage hazard" else 2
+    edit(doc["states"][k])
     broken = tmp_path / "tampered.itf.json"
     broken.write_text(json.dumps(doc))
     result = run_foreign([broken], tmp_path)
     assert len(result["divergences"]) == 1
-    assert f"state {k} " in result["divergences"][0] and variable in result["divergences"][0]
+    assert f"state {k} " in result["divergences"][0] and variable in result["divergences"][0], (
+        result["divergences"])
 
 
 # -- bad input ------------------------------------------------------------------------
