@@ -47,6 +47,7 @@ __all__ = ["ItfError", "SCHEMA", "read_recording", "read_trace", "recording_to_i
            "trace_to_itf", "write_json"]
 
 SCHEMA = "shmref-itf/1"
+TLC_INT_MAX = 2**31 - 1
 ADR = "https://apalache-mc.org/docs/adr/015adr-trace.html"
 RING_PARAMS: dict[str, Type] = {"N": INT, "ID_MAX": INT}
 STORAGE_PARAMS: dict[str, Type] = {**RING_PARAMS, "MAX_OBJ": INT,
@@ -229,8 +230,9 @@ def recording_from_itf(doc: Any) -> tuple[dict[str, int], list[dict[str, Any]],
     constants = {n: t.decode(states[0].get(n), f"state 0, param {n}")
                  for n, t in RECORDING_PARAMS.items()}
     for name in ("N", "ID_MAX", "MAX_OBJ", "R"):
-        if constants[name] < 1:
-            raise ItfError(f"state 0, param {name}: must be at least 1, got {constants[name]}")
+        if not 1 <= constants[name] <= TLC_INT_MAX:
+            raise ItfError(f"state 0, param {name}: must be in 1..{TLC_INT_MAX} (TLC's "
+                           f"integers), got {constants[name]}")
     _check_names(0, states[0], {*names, *RECORDING_PARAMS})
     first = states[0]["last_action"]
     if first != {"name": "init", "outcome": "ok"}:

@@ -119,7 +119,7 @@ def tla_value(value: Any) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
         if abs(value) > TLC_INT_MAX:
-            raise ValueError(f"{value} does not fit TLC's 32-bit integers")
+            raise ItfError(f"{value} does not fit TLC's 32-bit integers")
         return str(value)
     if isinstance(value, str):
         return json.dumps(value)  # TLA+ strings escape like JSON's for what we write
@@ -145,13 +145,23 @@ def tla_observation(observed: Mapping[str, Any]) -> str:
     return "[" + ", ".join(fields) + "]"
 
 
+def _entry(j: int, entry: Mapping[str, Any]) -> str:
+    """Log entry j as TLA+, or an error naming its field."""
+    for name, value in entry.items():
+        try:
+            tla_value(value)
+        except (ItfError, TypeError) as exc:
+            raise ItfError(f"state {j}, last_action.{name}: {exc}") from None
+    return tla_value(entry)
+
+
 def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tuple[str, str]:
     """The generated module (log and constants) and its cfg."""
     c = recording.constants
     if c["R"] < 1:
-        raise ValueError("the spec needs at least one reader")
+        raise ItfError("the spec needs at least one reader (R >= 1)")
     if c["ID_MAX"] > TLC_INT_MAX:
-        raise ValueError(f"ID_MAX {c['ID_MAX']} does not fit TLC; record with a smaller id_max")
+        raise ItfError(f"ID_MAX {c['ID_MAX']} does not fit TLC; record with a smaller id_max")
     log = recording.log
     keys = {e["key"] for e in log if "key" in e}
     keys |= {e["handle"][0] for e in log if e.get("handle")}
@@ -159,7 +169,7 @@ def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tup
     sizes = {e["size"] for e in log if "size" in e} | {1}
     forged = {tuple(e["handle"]) for e in log if e["name"] == "get_begin"}
     issues = sum(1 for e in log if e["name"] in ("put", "get_cached"))
-    entries = "".join(f"\n    [] j = {j} -> {tla_value(e)}" for j, e in enumerate(log, start=1))
+    entries = "".join(f"\n    [] j = {j} -> {_entry(j, e)}" for j, e in enumerate(log, start=1))
     cases = "".join(f"\n    [] j = {j} -> {tla_observation(o)}"
                     for j, o in enumerate((recording.observed or [])[1:], start=1))
     observed = f"CASE j = 0 -> EmptyFn{cases}\n    [] OTHER -> EmptyFn"
