@@ -15,9 +15,10 @@ the file, and bad input gets one message naming the state and the field.
     python -m shmref.itf replay FILE --impl refimpl   # an ITF trace on a module
     python -m shmref.itf validate FILE       # a recording, by TLC (exit 0/1/2)
 
-(itf-py on PyPI was considered: it decodes records to namedtuples, always
+(itf-py on PyPI is not used here: it decodes records to namedtuples, always
 writes integers as #bigint and does not validate, so a malformed file ends
-in a KeyError; the codec below is about as long as the adapter would be.)
+in a KeyError, and types are what we need. tests/test_itf.py uses it to
+check that our files read and write the same with the ecosystem's reader.)
 """
 
 from __future__ import annotations
