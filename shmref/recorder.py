@@ -4,101 +4,76 @@ that the recording is a behaviour of spec/ShmObjectStorage.tla.
 This is trace validation (implementation -> spec), the direction opposite to
 replay (spec -> implementation): `Recorder` wraps a `Driver` and logs every
 call with its arguments in units and the outcome the implementation showed,
-exactly as the spec's `last_action` record names them (DESIGN.md).
-`validate_recording` writes the log as a TLA+ module extending
-spec/TraceShmObjectStorage.tla and runs TLC on it: the log is accepted iff
-some behaviour of the spec takes the logged actions, with the logged
-arguments, and ends every step with the logged outcome.
+exactly as the spec's `last_action` record names them (DESIGN.md), and
+optionally the state it showed after each call. The checking itself
+(`validate_recording`, `Recording`) lives in shmref.tracecheck.
 
     rec = Recorder(Driver(impl, 8, n_readers=2, id_max=5, max_obj=3))
     random_workload(rec, steps=120, seed=1)
     result = validate_recording(rec.recording())
     assert result.accepted, result.explain()
-
-A recording is plain JSON (`Recording.save` / `Recording.load`), so an
-implementation in another language can write one and have it checked:
-`python -m shmref.conformance --validate-trace FILE`.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from shmref import tlc
 from shmref.driver import MD_SIZE, UNIT, Driver, Outcome
+from shmref.itf_schema import OBSERVABLE
+from shmref.tracecheck import (
+    DEFAULT_SWITCHES,
+    Recording,
+    Validation,
+    explain_step,
+    tla_module,
+    tla_value,
+    validate_either,
+    validate_recording,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO / "spec"
-TRACE_SPEC = "TraceShmObjectStorage"
-SPEC_FILES = ("RingBuffer.tla", "ShmObjectStorage.tla", f"{TRACE_SPEC}.tla")
-TLC_INT_MAX = 2**31 - 1
-
-# Switches of the spec the log is checked against (see ShmObjectStorage.tla).
-# Permissive where that adds no branching (clear at any time, failing
-# copies). A1 = TRUE: a reader that reads a delivery twice is outside the
-# protocol (and would double the search at every read). A3 = TRUE: ids must
-# not wrap onto an outstanding handle (random_workload keeps to it), because
-# there the spec's F2 re-check (id only) is weaker than refimpl's (id and
-# size), see tests/test_trace_validation.py.
-DEFAULT_SWITCHES: dict[str, Any] = {
-    "CLEAR_WHEN": "any",
-    "A1": True,
-    "A3": True,
-    "LOSSY": False,
-    "COPY_FAIL": True,
-    "FIXED": True,
-}
-
-
-@dataclass
-class Recording:
-    """The constants of the run and its log (one dict per call)."""
-
-    constants: dict[str, int]  # N, ID_MAX, MAX_OBJ, R
-    log: list[dict[str, Any]] = field(default_factory=list)
-
-    def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps({"constants": self.constants, "log": self.log},
-                                         indent=1) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> Recording:
-        data = json.loads(Path(path).read_text())
-        log = [{k: tuple(v) if isinstance(v, list) else v for k, v in e.items()}
-               for e in data["log"]]
-        return cls({k: int(v) for k, v in data["constants"].items()}, log)
+__all__ = ["DEFAULT_SWITCHES", "Recorder", "Recording", "Validation", "explain_step",
+           "random_workload", "tla_module", "tla_value", "validate_either",
+           "validate_recording"]
 
 
 class Recorder:
-    """A `Driver` whose every call is logged as the spec's `last_action`."""
+    """A `Driver` whose every call is logged as the spec's `last_action`;
+    with `observe`, the implementation's state (what `Driver.observe` can
+    see of itf_schema.OBSERVABLE) is recorded too, before the first call
+    and after each, and trace validation checks it step by step."""
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, observe: bool = False) -> None:
         if driver.writer is None:
             raise ValueError("the recorder needs a storage driver (storage=True)")
         self.driver = driver
         self.log: list[dict[str, Any]] = []
-        self.open: dict[int, tuple] = {}  # reader -> handle of its read in flight
+        self.open: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
+        self.raised_at_copy: set[int] = set()  # readers whose copy raised (seed's get)
+        self.observed: list[dict[str, Any]] | None = [self._observe()] if observe else None
+
+    def _observe(self) -> dict[str, Any]:
+        return {k: v for k, v in self.driver.observe().items() if k in OBSERVABLE}
 
     def recording(self) -> Recording:
         writer = self.driver.writer
+        if writer is None:
+            raise ValueError("the recorder needs a storage driver (storage=True)")
         max_obj, rest = divmod(writer.max_object_size + MD_SIZE, UNIT)
         if rest:
             raise ValueError(f"max_object_size {writer.max_object_size} is not 16*k - 8")
         constants = {"N": self.driver.n_units, "ID_MAX": int(self.driver.ring.ID_MAX),
                      "MAX_OBJ": max_obj, "R": len(self.driver.readers)}
-        return Recording(constants, [dict(e) for e in self.log])
+        observed = [dict(o) for o in self.observed] if self.observed is not None else None
+        return Recording(constants, [dict(e) for e in self.log], observed)
 
     def _add(self, name: str, outcome: Outcome, **fields: Any) -> Outcome:
         self.log.append({"name": name, **fields, "outcome": outcome.status})
+        if self.observed is not None:
+            self.observed.append(self._observe())
         return outcome
 
-    def _handle(self, key: str, outcome: Outcome) -> tuple:
+    def _handle(self, key: str, outcome: Outcome) -> tuple[Any, ...]:
         if outcome.status != "ok":
             return ()
         address, monotonic_id = outcome.result
@@ -135,7 +110,7 @@ class Recorder:
 
     # -- readers -----------------------------------------------------------------
 
-    def get_begin(self, reader: int, handle: tuple) -> Outcome:
+    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         handle = tuple(handle)
         outcome = self.driver.get_begin(reader, handle)
         if outcome.status == "ok":
@@ -148,10 +123,22 @@ class Recorder:
             # the injected failure is kept for get_end (refimpl) or raised
             # now (seed composition): in the spec it happens at get_copy
             outcome = Outcome("DeserializeError")
+        elif outcome.status == "DeserializeError":
+            self.raised_at_copy.add(reader)
         return self._add("get_copy", outcome, reader=reader)
 
     def get_end(self, reader: int) -> Outcome:
         handle = self.open.pop(reader, ())
+        abandon = getattr(self.driver.readers[reader], "abandon", None)
+        if reader in self.raised_at_copy and abandon is not None:
+            # The seed's get raised in deserialize: the read ended there, with
+            # no increment, which the spec logs as get_end DeserializeError.
+            # (Ending the composed read would increment: shmref.splitread.)
+            self.raised_at_copy.discard(reader)
+            abandon()
+            return self._add("get_end", Outcome("DeserializeError"), reader=reader,
+                             handle=handle)
+        self.raised_at_copy.discard(reader)
         outcome = self.driver.get_end(reader)
         fields: dict[str, Any] = {"reader": reader, "handle": handle}
         if outcome.status == "ok":
@@ -169,10 +156,13 @@ def random_workload(rec: Recorder, steps: int, seed: int,
     reader reads all its mail, so that the ring can empty)."""
     rng = random.Random(seed)
     driver = rec.driver
+    writer = driver.writer
+    if writer is None:
+        raise ValueError("the workload needs a storage driver (storage=True)")
     readers = range(len(driver.readers))
-    inbox: dict[int, list[tuple]] = {r: [] for r in readers}
+    inbox: dict[int, list[tuple[Any, ...]]] = {r: [] for r in readers}
     stage: dict[int, str] = {r: "idle" for r in readers}
-    flight: dict[int, tuple] = {}  # reader -> handle of its read in flight
+    flight: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
     max_obj = rec.recording().constants["MAX_OBJ"]
 
     def deliver(outcome: Outcome, key: str) -> None:
@@ -182,7 +172,7 @@ def random_workload(rec: Recorder, steps: int, seed: int,
 
     for _ in range(steps):
         roll = rng.random()
-        cached = [k for k in keys if driver.writer.is_cached(k)]
+        cached = [k for k in keys if writer.is_cached(k)]
         if roll < 0.22:
             key = rng.choice(keys)
             size = rng.randint(1, max_obj + 1)
@@ -228,117 +218,3 @@ def random_workload(rec: Recorder, steps: int, seed: int,
             stage[r] = "copied"
         if stage[r] == "copied":
             rec.get_end(r)
-
-
-# -- TLA+ -------------------------------------------------------------------------
-
-
-def tla_value(value: Any) -> str:
-    """A Python value as a TLA+ expression (tuples/lists are sequences)."""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        if abs(value) > TLC_INT_MAX:
-            raise ValueError(f"{value} does not fit TLC's 32-bit integers")
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # TLA+ strings escape like JSON's for what we write
-    if isinstance(value, (tuple, list)):
-        return "<<" + ", ".join(tla_value(v) for v in value) + ">>"
-    if isinstance(value, (set, frozenset)):
-        return "{" + ", ".join(sorted(tla_value(v) for v in value)) + "}"
-    if isinstance(value, dict):
-        return "[" + ", ".join(f"{k} |-> {tla_value(v)}" for k, v in value.items()) + "]"
-    raise TypeError(f"no TLA+ form for {value!r}")
-
-
-def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tuple[str, str]:
-    """The generated module (log and constants) and its cfg."""
-    c = recording.constants
-    if c["R"] < 1:
-        raise ValueError("the spec needs at least one reader")
-    if c["ID_MAX"] > TLC_INT_MAX:
-        raise ValueError(f"ID_MAX {c['ID_MAX']} does not fit TLC; record with a smaller id_max")
-    log = recording.log
-    keys = {e["key"] for e in log if "key" in e}
-    keys |= {e["handle"][0] for e in log if e.get("handle")}
-    keys |= {e["value"] for e in log if "value" in e and e["value"] != "<foreign>"}
-    sizes = {e["size"] for e in log if "size" in e} | {1}
-    forged = {tuple(e["handle"]) for e in log if e["name"] == "get_begin"}
-    issues = sum(1 for e in log if e["name"] in ("put", "get_cached"))
-    entries = ",\n    ".join(tla_value(e) for e in log)
-    module = "\n".join([
-        f"---- MODULE {name} ----",
-        f"\\* GENERATED by shmref.recorder: {len(log)} log entries. Do not edit.",
-        f"EXTENDS {TRACE_SPEC}",
-        f"TraceKeys == {tla_value(keys or {'a'})}",
-        f"TraceSizes == {tla_value(sizes)}",
-        f"TraceReaders == {tla_value(set(range(c['R'])))}",
-        f"TraceForged == {tla_value(forged)}",
-        f"TraceLogValue == <<\n    {entries}>>",
-        "====",
-        "",
-    ])
-    cfg_lines = ["CONSTANTS", f"    N = {c['N']}", f"    ID_MAX = {c['ID_MAX']}",
-                 f"    MAX_OBJ = {c['MAX_OBJ']}", "    Keys <- TraceKeys",
-                 "    Sizes <- TraceSizes", "    Readers <- TraceReaders",
-                 "    Forged <- TraceForged", f"    MaxIssues = {issues + 1}",
-                 "    TraceLog <- TraceLogValue"]
-    cfg_lines += [f"    {k} = {tla_value(v)}" for k, v in switches.items()]
-    cfg_lines += ["INIT TraceInit", "NEXT TraceNext", "INVARIANT TraceIncomplete", ""]
-    return module, "\n".join(cfg_lines)
-
-
-@dataclass
-class Validation:
-    """The verdict of TLC on one recording."""
-
-    accepted: bool
-    matched: int  # entries matched by the longest behaviour found
-    total: int
-    switches: dict[str, Any]
-    first_unmatched: dict[str, Any] | None
-    run: tlc.TlcRun
-    directory: Path | None
-
-    def explain(self) -> str:
-        if self.accepted:
-            return (f"accepted: all {self.total} log entries are a behaviour of "
-                    f"ShmObjectStorage ({_switch_text(self.switches)})")
-        return (f"REJECTED: entries 1..{self.matched} of {self.total} match a behaviour of "
-                f"ShmObjectStorage ({_switch_text(self.switches)}), entry {self.matched + 1} "
-                f"matches no enabled action: {self.first_unmatched}")
-
-
-def _switch_text(switches: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in switches.items())
-
-
-def validate_recording(recording: Recording, *, switches: dict[str, Any] | None = None,
-                       out_dir: Path | None = None, timeout: float = 300) -> Validation:
-    """Run TLC on TraceShmObjectStorage with this log. `out_dir` keeps the
-    generated module, cfg and TLC output (default: a temporary folder)."""
-    chosen = {**DEFAULT_SWITCHES, **(switches or {})}
-    keep = out_dir is not None
-    folder = Path(out_dir) if keep else Path(tempfile.mkdtemp(prefix="shmref-trace-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        for name in SPEC_FILES:
-            shutil.copyfile(SPEC_DIR / name, folder / name)
-        module, cfg = tla_module(recording, "TraceRun", chosen)
-        (folder / "TraceRun.tla").write_text(module)
-        (folder / "TraceRun.cfg").write_text(cfg)
-        run = tlc.run_tlc(folder / "TraceRun.tla", folder / "TraceRun.cfg", workers=1,
-                          extra_args=("-deadlock",), timeout=timeout,
-                          log_path=folder / "tlc.out" if keep else None)
-    finally:
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
-    total = len(recording.log)
-    if run.outcome == "invariant" and run.violated == "TraceIncomplete":
-        return Validation(True, total, total, chosen, None, run, folder if keep else None)
-    if run.outcome == "ok" and run.depth is not None:
-        matched = max(run.depth - 1, 0)
-        entry = recording.log[matched] if matched < total else None
-        return Validation(False, matched, total, chosen, entry, run, folder if keep else None)
-    raise tlc.TlcError(f"trace validation: unexpected TLC result: {run.summary()}")
