@@ -12,28 +12,96 @@ lives in `refimpl.allocator` so that it can be checked on its own.
 
 from __future__ import annotations
 
+import errno
+import importlib
+import mmap
+import os
 import secrets
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from multiprocessing import resource_tracker, shared_memory
-from unittest.mock import patch
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
 
 from refimpl import allocator
-from refimpl.validate import check_int
+from refimpl.validate import (
+    check_callable,
+    check_chunk_address,
+    check_chunk_size,
+    check_int,
+    check_segment_name,
+)
 
 # A chunk header: [4-byte id][4-byte size incl. header], little-endian, signed.
 HEADER = struct.Struct("<ii")
 
 
-def attach_untracked(name: str) -> shared_memory.SharedMemory:
-    """Attach to an existing segment without letting this process's resource
-    tracker unlink it at exit (Python < 3.13 registers attached segments too)."""
+_posixshmem: Any = None
+if os.name == "posix":
+    _posixshmem = importlib.import_module("_posixshmem")
+
+
+def attach_untracked(name: str) -> SharedMemory:
+    """Attach to an existing segment without registering it with this process's
+    resource tracker, which would unlink it when this process exits.
+
+    Python 3.13+ has ``track=False`` for this. Before, `SharedMemory` always
+    registers, and unregistering afterwards is not enough: the tracker keeps
+    one set of names per tracker, shared by the segment's creator when it runs
+    in this process or is our multiprocessing parent, so an unregister would
+    drop the creator's registration too (and its later unlink makes the tracker
+    print a KeyError). So on 3.11/3.12 we map the segment exactly as their
+    `SharedMemory.__init__` does, minus the registration.
+    """
     if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)
-    with patch.object(resource_tracker, "register", lambda *args, **kwargs: None):
-        return shared_memory.SharedMemory(name=name)
+        return SharedMemory(name=name, track=False)
+    if _posixshmem is None:  # Windows: nothing is tracked
+        return SharedMemory(name=name)
+    return _UntrackedSegment(name)
+
+
+class _UntrackedSegment(SharedMemory):
+    """Python 3.11/3.12's `SharedMemory(name)` on POSIX, without the tracker
+    registration (the attributes are those versions' `SharedMemory`'s own)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = "/" + name
+        self._fd = _posixshmem.shm_open(self._name, os.O_RDWR, mode=0o600)
+        try:
+            self._size = os.fstat(self._fd).st_size
+            self._mmap = mmap.mmap(self._fd, self._size)
+        except BaseException:
+            os.close(self._fd)
+            self._fd = -1
+            raise
+        self._buf = memoryview(self._mmap)
+
+
+def reserve_pages(memory: SharedMemory, ring_bytes: int) -> None:
+    """Allocate every page of a new segment now, so that a /dev/shm too small
+    for the ring fails here with ENOSPC instead of with SIGBUS at the first
+    write beyond the free space (tmpfs allocates pages lazily)."""
+    if _posixshmem is None or not hasattr(os, "posix_fallocate"):
+        return
+    fd = _posixshmem.shm_open("/" + memory.name, os.O_RDWR, mode=0o600)
+    try:
+        os.posix_fallocate(fd, 0, memory.size)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            raise
+        free = ""
+        with suppress(OSError):
+            stat = os.statvfs("/dev/shm")
+            free = f"; /dev/shm has {stat.f_bavail * stat.f_frsize} bytes free"
+        raise OSError(
+            exc.errno,
+            f"cannot reserve {memory.size} bytes of shared memory for a ring of "
+            f"{ring_bytes} data bytes (segment {memory.name!r}): "
+            f"{os.strerror(exc.errno)}{free}",
+        ) from None
+    finally:
+        os.close(fd)
 
 
 class SingleWriterShmRingBuffer:
@@ -48,6 +116,12 @@ class SingleWriterShmRingBuffer:
     # override (ring.ID_MAX = 4), as models with few ids do.
     ID_MAX = 2**31
 
+    # Class-level defaults, as CPython's SharedMemory has: if __init__ fails
+    # halfway, close() and __del__ see these and do nothing.
+    shared_memory: SharedMemory | None = None
+    is_writer: bool = False
+    _closed: bool = False
+
     def __init__(
         self,
         data_buffer_size: int,
@@ -57,36 +131,43 @@ class SingleWriterShmRingBuffer:
         self.data_buffer_size = check_int(
             "data_buffer_size", data_buffer_size, low=self.MD_SIZE + 1
         )
-        self.is_writer = bool(create)
+        name = check_segment_name(name, required=not create)
         self.monotonic_id_start = 0
         self.monotonic_id_end = 0
         self.data_buffer_start = 0
         self.data_buffer_end = 0
         total = self.data_buffer_size + self.DATA_OFFSET
-        if self.is_writer:
+        if create:
             self.metadata: dict[int, int] = {}  # live id -> chunk address, FIFO
-            self.shared_memory = shared_memory.SharedMemory(
-                name=name, create=True, size=total
-            )
-            self.shared_memory.buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(
-                self.AUTH_SECRET_BYTES
-            )
+            memory = SharedMemory(name=name, create=True, size=total)
+            try:
+                reserve_pages(memory, self.data_buffer_size)
+                memory.buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(  # type: ignore[index]
+                    self.AUTH_SECRET_BYTES
+                )
+            except BaseException:
+                memory.close()
+                memory.unlink()
+                raise
+            self.is_writer = True
+            self.shared_memory = memory
         else:
-            if not isinstance(name, str):
+            if name is None:  # for the type checker: check_segment_name refused it
                 raise ValueError("a reader must name the segment to attach to")
-            self.shared_memory = attach_untracked(name)
-            if self.shared_memory.size < total:
-                size = self.shared_memory.size
-                self.shared_memory.close()
+            memory = attach_untracked(name)
+            if memory.size < total:
+                size = memory.size
+                memory.close()
                 raise ValueError(
                     f"shared memory {name!r} has {size} bytes, "
                     f"less than the {total} this ring needs"
                 )
+            self.shared_memory = memory
 
     # -- sharing -----------------------------------------------------------
 
     def handle(self) -> tuple[int, str]:
-        return self.data_buffer_size, self.shared_memory.name
+        return self.data_buffer_size, self._memory().name
 
     def get_auth_secret(self) -> bytes:
         return bytes(self._buf()[: self.AUTH_SECRET_BYTES])
@@ -94,6 +175,7 @@ class SingleWriterShmRingBuffer:
     # -- encoding ------------------------------------------------------------
 
     def int2byte(self, integer: int) -> bytes:
+        check_int("integer", integer, low=-(2**31), high=2**31 - 1)
         return integer.to_bytes(self.ID_NBYTES, "little", signed=True)
 
     def byte2int(self, byte_data: bytes | memoryview) -> int:
@@ -140,15 +222,10 @@ class SingleWriterShmRingBuffer:
         the id against the one expected is the caller's job.
         """
         buf = self._buf()
-        address = check_int("address", address, low=0)
-        offset = self._offset(address)
-        chunk_id, size = self.read_header(address)
-        room = self.data_buffer_size - (offset - self.DATA_OFFSET)
-        if not self.MD_SIZE <= size <= room:
-            raise ValueError(
-                f"no valid chunk at address {address}: header size {size} "
-                f"is outside [{self.MD_SIZE}, {room}]"
-            )
+        offset = check_chunk_address(address, self.data_buffer_size, self.MD_SIZE)
+        chunk_id, size = HEADER.unpack_from(buf, self.DATA_OFFSET + offset)
+        check_chunk_size(address, size, self.data_buffer_size - offset, self.MD_SIZE)
+        offset += self.DATA_OFFSET
         with buf[offset + self.MD_SIZE : offset + size] as data_view:
             yield data_view, (chunk_id, size)
 
@@ -161,6 +238,7 @@ class SingleWriterShmRingBuffer:
         they are free and fewer than `nbytes` bytes have been reclaimed.
         Returns the reclaimed ids, oldest first."""
         self._writer_buf("free")
+        check_callable("is_free_fn", is_free_fn)
         if nbytes is None:
             nbytes = self.data_buffer_size
         nbytes = check_int("nbytes", nbytes)
@@ -199,9 +277,10 @@ class SingleWriterShmRingBuffer:
 
         Idempotent: a second close (or `__del__` after close) must not unlink
         a newer segment that has since been created under the same name.
+        Safe after a failed `__init__` (the class-level defaults).
         """
-        memory = getattr(self, "shared_memory", None)
-        if memory is None or getattr(self, "_closed", False):
+        memory = self.shared_memory
+        if memory is None or self._closed:
             return
         self._closed = True
         try:
@@ -212,20 +291,28 @@ class SingleWriterShmRingBuffer:
             memory.close()
 
     def __del__(self) -> None:
-        with suppress(Exception):
+        # An exported view makes memory.close() raise BufferError; the
+        # segment is already unlinked then, and the mapping goes with the view.
+        with suppress(BufferError, OSError):
             self.close()
 
     def read_header(self, address: int) -> tuple[int, int]:
         """(id, size) of the chunk header at `address`, as the segment holds it now."""
-        return HEADER.unpack_from(self._buf(), self._offset(address))
+        offset = check_chunk_address(address, self.data_buffer_size, self.MD_SIZE)
+        return HEADER.unpack_from(self._buf(), self.DATA_OFFSET + offset)
 
     # -- helpers ---------------------------------------------------------------
 
     def _offset(self, address: int) -> int:
         return self.DATA_OFFSET + address % self.data_buffer_size
 
+    def _memory(self) -> SharedMemory:
+        if self.shared_memory is None:
+            raise ValueError("the ring buffer has no shared memory")
+        return self.shared_memory
+
     def _buf(self) -> memoryview:
-        buf = self.shared_memory.buf
+        buf = None if self.shared_memory is None else self.shared_memory.buf
         if buf is None:
             raise ValueError("the ring buffer has been closed")
         return buf

@@ -24,7 +24,7 @@ from typing import Any
 
 from refimpl.ring import SingleWriterShmRingBuffer
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from refimpl.validate import check_int
+from refimpl.validate import check_handle_fields, check_int, check_key, is_signature
 
 SIGNATURE_BYTES = hashlib.sha256().digest_size
 
@@ -96,8 +96,7 @@ class SingleWriterShmObjectStorage:
         MemoryError (no room even after reclaiming).
         """
         self._require_writer("put")
-        if not isinstance(key, str):
-            raise ValueError(f"key must be a str, not {type(key).__name__}")
+        check_key(key)
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
         data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
@@ -129,7 +128,7 @@ class SingleWriterShmObjectStorage:
     def get_cached(self, key: str) -> tuple[int, int]:
         """Hand out `key`'s object once more: one more read per reader is owed."""
         self._require_writer("look up cached objects")
-        address, monotonic_id = self.key_index[key]
+        address, monotonic_id = self.key_index[check_key(key)]
         self.increment_writer_flag(monotonic_id)
         self._touched.discard(monotonic_id)
         return address, monotonic_id
@@ -180,7 +179,9 @@ class SingleWriterShmObjectStorage:
         key: str | None = None,
     ) -> Read:
         """Verify the handle, open its chunk and check the chunk's id."""
-        if not self.is_writer:
+        if self.is_writer:
+            check_handle_fields(address, monotonic_id)
+        else:
             self.verify_signature(key, address, monotonic_id, signature)
         chunk = self.ring_buffer.access_buf(address)
         view, (chunk_id, size) = chunk.__enter__()
@@ -235,7 +236,7 @@ class SingleWriterShmObjectStorage:
         """Writer: protect `key`'s object from eviction until get_cached or
         release_touches. Reader: validate the handle without reading it."""
         if self.is_writer:
-            if key in self.key_index:
+            if check_key(key) in self.key_index:
                 self._touched.add(self.key_index[key][1])
             return
         self.verify_signature(key, address, monotonic_id, signature)
@@ -247,7 +248,7 @@ class SingleWriterShmObjectStorage:
     def get_signature(self, key: str) -> list[int]:
         """Sign `key`'s current handle so readers can verify it."""
         self._require_writer("sign handles")
-        address, monotonic_id = self.key_index[key]
+        address, monotonic_id = self.key_index[check_key(key)]
         return list(self._make_signature(key, address, monotonic_id))
 
     def verify_signature(
@@ -262,18 +263,12 @@ class SingleWriterShmObjectStorage:
         invalid = "Invalid SHM handle signature for cache key."
         if signature is None or key is None:
             raise ValueError("Missing SHM handle signature for cache key.")
+        check_key(key)
+        check_handle_fields(address, monotonic_id)
         if self.is_writer and self.key_index.get(key) != (address, monotonic_id):
             raise ValueError(invalid)
-        if (
-            not isinstance(key, str)
-            or not isinstance(signature, list)
-            or len(signature) != SIGNATURE_BYTES
-            or set(map(type, signature)) != {int}
-            or not 0 <= min(signature) <= max(signature) <= 255
-        ):
+        if not is_signature(signature):
             raise ValueError(invalid)
-        check_int("address", address, low=0, high=2**64 - 1)
-        check_int("monotonic_id", monotonic_id, low=0, high=2**32 - 1)
         expected = self._make_signature(key, address, monotonic_id)
         if not hmac.compare_digest(bytes(signature), expected):
             raise ValueError(invalid)
@@ -312,7 +307,7 @@ class SingleWriterShmObjectStorage:
 
     def is_cached(self, key: str) -> bool:
         self._require_writer("look up cached objects")
-        return key in self.key_index
+        return check_key(key) in self.key_index
 
     # -- lifetime ----------------------------------------------------------------
 
