@@ -129,7 +129,8 @@ class SingleWriterShmRingBuffer:
         create: bool = False,
     ) -> None:
         self.data_buffer_size = check_int(
-            "data_buffer_size", data_buffer_size, low=self.MD_SIZE + 1
+            "data_buffer_size", data_buffer_size, low=self.MD_SIZE + 1,
+            high=2**63 - 1 - self.DATA_OFFSET,  # the largest file size (off_t)
         )
         name = check_segment_name(name, required=not create)
         self.monotonic_id_start = 0

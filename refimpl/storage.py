@@ -24,7 +24,14 @@ from typing import Any
 
 from refimpl.ring import SingleWriterShmRingBuffer
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from refimpl.validate import check_handle_fields, check_int, check_key, is_signature
+from refimpl.validate import (
+    MAX_CHUNK_DATA,
+    check_handle_fields,
+    check_instance,
+    check_int,
+    check_key,
+    is_signature,
+)
 
 SIGNATURE_BYTES = hashlib.sha256().digest_size
 
@@ -69,8 +76,9 @@ class SingleWriterShmObjectStorage:
         serde_class: type[ObjectSerde] = MsgpackSerde,
         reader_lock: LockType | None = None,
     ) -> None:
-        self.max_object_size = check_int("max_object_size", max_object_size, low=1)
-        self.n_readers = check_int("n_readers", n_readers, low=0)
+        self.max_object_size = check_int(
+            "max_object_size", max_object_size, low=1, high=MAX_CHUNK_DATA)
+        self.n_readers = check_int("n_readers", n_readers, low=0, high=2**31 - 1)
         self.serde_class = serde_class
         self.ser_de = serde_class()
         self.ring_buffer = ring_buffer
@@ -194,6 +202,7 @@ class SingleWriterShmObjectStorage:
 
     def get_copy(self, read: Read) -> None:
         """Deserialize the object; a failure is kept for get_end to report."""
+        check_instance("read", read, Read)
         with read.view[self.flag_bytes :] as payload:
             try:
                 read.value = self.ser_de.deserialize(payload)
@@ -211,6 +220,7 @@ class SingleWriterShmObjectStorage:
         count. A read whose copy failed is still counted, so that one bad
         read does not pin the chunk (and the FIFO behind it) forever.
         """
+        check_instance("read", read, Read)
         try:
             if not read.copied:
                 raise ValueError("get_end before get_copy")
@@ -325,6 +335,7 @@ class SingleWriterShmObjectStorage:
 
     @staticmethod
     def create_from_handle(handle: ShmObjectStorageHandle) -> SingleWriterShmObjectStorage:
+        check_instance("handle", handle, ShmObjectStorageHandle)
         ring_buffer = SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
         return SingleWriterShmObjectStorage(
             max_object_size=handle.max_object_size,

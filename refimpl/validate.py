@@ -22,6 +22,9 @@ from typing import Any
 ADDRESS_LIMIT = 2**64
 ID_LIMIT = 2**32
 SIGNATURE_BYTES = 32
+# The most data bytes a chunk can hold: its size, header included, is a signed
+# 4-byte field (FINDINGS 12).
+MAX_CHUNK_DATA = 2**31 - 1 - 8
 
 
 class BadArgumentType(ValueError, TypeError):
@@ -92,6 +95,11 @@ def check_chunk_size(address: int, size: int, room: int, header_bytes: int) -> N
             f"no valid chunk at address {address}: header size {size} "
             f"is outside [{header_bytes}, {room}]"
         )
+
+
+def check_instance(name: str, value: Any, cls: type[Any]) -> None:
+    if not isinstance(value, cls):
+        raise BadArgumentType(f"{name} must be a {cls.__name__}, not {type(value).__name__}")
 
 
 def check_callable(name: str, value: Any) -> Callable[..., Any]:
