@@ -12,19 +12,14 @@ lives in `refimpl.allocator` so that it can be checked on its own.
 
 from __future__ import annotations
 
-import errno
-import importlib
-import mmap
-import os
 import secrets
 import struct
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any
 
 from refimpl import allocator
+from refimpl.segment import attach_untracked, create_segment, release_writer_lock
 from refimpl.validate import (
     check_callable,
     check_chunk_address,
@@ -35,73 +30,6 @@ from refimpl.validate import (
 
 # A chunk header: [4-byte id][4-byte size incl. header], little-endian, signed.
 HEADER = struct.Struct("<ii")
-
-
-_posixshmem: Any = None
-if os.name == "posix":
-    _posixshmem = importlib.import_module("_posixshmem")
-
-
-def attach_untracked(name: str) -> SharedMemory:
-    """Attach to an existing segment without registering it with this process's
-    resource tracker, which would unlink it when this process exits.
-
-    Python 3.13+ has ``track=False`` for this. Before, `SharedMemory` always
-    registers, and unregistering afterwards is not enough: the tracker keeps
-    one set of names per tracker, shared by the segment's creator when it runs
-    in this process or is our multiprocessing parent, so an unregister would
-    drop the creator's registration too (and its later unlink makes the tracker
-    print a KeyError). So on 3.11/3.12 we map the segment exactly as their
-    `SharedMemory.__init__` does, minus the registration.
-    """
-    if sys.version_info >= (3, 13):
-        return SharedMemory(name=name, track=False)
-    if _posixshmem is None:  # Windows: nothing is tracked
-        return SharedMemory(name=name)
-    return _UntrackedSegment(name)
-
-
-class _UntrackedSegment(SharedMemory):
-    """Python 3.11/3.12's `SharedMemory(name)` on POSIX, without the tracker
-    registration (the attributes are those versions' `SharedMemory`'s own)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = "/" + name
-        self._fd = _posixshmem.shm_open(self._name, os.O_RDWR, mode=0o600)
-        try:
-            self._size = os.fstat(self._fd).st_size
-            self._mmap = mmap.mmap(self._fd, self._size)
-        except BaseException:
-            os.close(self._fd)
-            self._fd = -1
-            raise
-        self._buf = memoryview(self._mmap)
-
-
-def reserve_pages(memory: SharedMemory, ring_bytes: int) -> None:
-    """Allocate every page of a new segment now, so that a /dev/shm too small
-    for the ring fails here with ENOSPC instead of with SIGBUS at the first
-    write beyond the free space (tmpfs allocates pages lazily)."""
-    if _posixshmem is None or not hasattr(os, "posix_fallocate"):
-        return
-    fd = _posixshmem.shm_open("/" + memory.name, os.O_RDWR, mode=0o600)
-    try:
-        os.posix_fallocate(fd, 0, memory.size)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
-            raise
-        free = ""
-        with suppress(OSError):
-            stat = os.statvfs("/dev/shm")
-            free = f"; /dev/shm has {stat.f_bavail * stat.f_frsize} bytes free"
-        raise OSError(
-            exc.errno,
-            f"cannot reserve {memory.size} bytes of shared memory for a ring of "
-            f"{ring_bytes} data bytes (segment {memory.name!r}): "
-            f"{os.strerror(exc.errno)}{free}",
-        ) from None
-    finally:
-        os.close(fd)
 
 
 class SingleWriterShmRingBuffer:
@@ -121,6 +49,7 @@ class SingleWriterShmRingBuffer:
     shared_memory: SharedMemory | None = None
     is_writer: bool = False
     _closed: bool = False
+    _writer_lock_fd: int = -1  # the writer's flock on its segment (refimpl.segment)
 
     def __init__(
         self,
@@ -140,18 +69,10 @@ class SingleWriterShmRingBuffer:
         total = self.data_buffer_size + self.DATA_OFFSET
         if create:
             self.metadata: dict[int, int] = {}  # live id -> chunk address, FIFO
-            memory = SharedMemory(name=name, create=True, size=total)
-            try:
-                reserve_pages(memory, self.data_buffer_size)
-                memory.buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(  # type: ignore[index]
-                    self.AUTH_SECRET_BYTES
-                )
-            except BaseException:
-                memory.close()
-                memory.unlink()
-                raise
+            memory, self._writer_lock_fd = create_segment(name, total)
             self.is_writer = True
             self.shared_memory = memory
+            self._buf()[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(self.AUTH_SECRET_BYTES)
         else:
             if name is None:  # for the type checker: check_segment_name refused it
                 raise ValueError("a reader must name the segment to attach to")
@@ -289,6 +210,8 @@ class SingleWriterShmRingBuffer:
                 with suppress(FileNotFoundError):
                     memory.unlink()
         finally:
+            release_writer_lock(self._writer_lock_fd)
+            self._writer_lock_fd = -1
             memory.close()
 
     def __del__(self) -> None:
