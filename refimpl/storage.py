@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
 
+from refimpl.readerlock import READER_LOCK_TIMEOUT, hold
 from refimpl.ring import SingleWriterShmRingBuffer
 from refimpl.serde import MsgpackSerde, ObjectSerde
 from refimpl.validate import (
@@ -67,6 +68,8 @@ class Read:
 
 class SingleWriterShmObjectStorage:
     """Single-writer, multi-reader object store with FIFO eviction."""
+
+    READER_LOCK_TIMEOUT: float | None = READER_LOCK_TIMEOUT  # see refimpl.readerlock
 
     def __init__(
         self,
@@ -227,7 +230,7 @@ class SingleWriterShmObjectStorage:
             if self.is_writer:
                 self._recheck(read)
             else:
-                with self._reader_lock:  # type: ignore[union-attr]
+                with hold(self._reader_lock, self.READER_LOCK_TIMEOUT):
                     self._recheck(read)
                     self.increment_reader_flag(read.view[: self.flag_bytes])
         finally:
