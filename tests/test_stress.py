@@ -1,6 +1,7 @@
 """Multi-process stress (bench/stress.py): the writer puts and evicts while
-four reader processes verify checksums; 0 torn, 0 foreign, 0 other errors
-(the session's leak guard adds 0 leaked segments). `make bench` runs 10**5
+four reader processes verify checksums, each in its own order; 0 torn,
+0 foreign, 0 other errors under the protocol's assumption A1 (the session's
+leak guard adds 0 leaked segments). `make bench` runs 10**5
 puts beside the seed; here SHMREF_STRESS_PUTS (default 5000)."""
 
 from __future__ import annotations
