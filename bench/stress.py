@@ -224,10 +224,10 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         "checksums, each in its own order (`bench/stress.py`), under the protocol's "
         "assumption A1 (each hand-out read once by each reader):",
         *(f"  - {load.line()}" for load in loads),
-        f"  - With A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated), refimpl refuses "
-        "most reads of reclaimed chunks; what remains is FINDINGS H1's residual (a writer "
-        "step between the re-check and the increment, whose 4-byte write can land inside "
-        f"the next object): {broken.line()}",
+        f"  - A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated): reads of reclaimed "
+        "chunks are refused with `ValueError`; FINDINGS H1's residual (a writer step "
+        "between the re-check and the count's increment, whose 4-byte write can land "
+        f"inside the next object) shows as torn reads: {broken.line()}",
         f"  - segments left in /dev/shm by all of the above: {len(shmtrack.leaked())} "
         f"(of {len(shmtrack.created())} created or mapped)",
     ]
