@@ -7,7 +7,10 @@ id -> address map (`metadata`) in its own memory. Readers attach by name and
 only look at chunks through `access_buf`.
 
 Each public method is one action of ``spec/RingBuffer.tla``; the arithmetic
-lives in `refimpl.allocator` so that it can be checked on its own.
+lives in `refimpl.allocator` so that it can be checked on its own. Arguments
+are checked at each method's boundary by `refimpl.validate` (a chunk header
+must fit in the segment before it is read); creating and attaching the
+segment, and the faults around that, are `refimpl.segment`'s.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from refimpl.ring import SingleWriterShmRingBuffer
 from refimpl.serde import MsgpackSerde, ObjectSerde
 from refimpl.validate import (
     MAX_CHUNK_DATA,
+    check_fields,
     check_handle_fields,
     check_instance,
     check_int,
@@ -46,6 +47,10 @@ class ShmObjectStorageHandle:
     ring_buffer_handle: tuple[int, str]
     serde_class: type[ObjectSerde]
     reader_lock: LockType | None
+
+
+HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class",
+                 "reader_lock")
 
 
 @dataclass
@@ -338,7 +343,7 @@ class SingleWriterShmObjectStorage:
 
     @staticmethod
     def create_from_handle(handle: ShmObjectStorageHandle) -> SingleWriterShmObjectStorage:
-        check_instance("handle", handle, ShmObjectStorageHandle)
+        check_fields("handle", handle, HANDLE_FIELDS)  # any handle class of the same API
         ring_buffer = SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
         return SingleWriterShmObjectStorage(
             max_object_size=handle.max_object_size,

@@ -71,7 +71,9 @@ def is_signature(signature: Any) -> bool:
     return (
         type(signature) is list
         and len(signature) == SIGNATURE_BYTES
-        and all(type(byte) is int and 0 <= byte <= 255 for byte in signature)
+        and set(map(type, signature)) == {int}
+        and 0 <= min(signature)
+        and max(signature) <= 255
     )
 
 
@@ -100,6 +102,16 @@ def check_chunk_size(address: int, size: int, room: int, header_bytes: int) -> N
 def check_instance(name: str, value: Any, cls: type[Any]) -> None:
     if not isinstance(value, cls):
         raise BadArgumentType(f"{name} must be a {cls.__name__}, not {type(value).__name__}")
+
+
+def check_fields(name: str, value: Any, fields: tuple[str, ...]) -> None:
+    """Duck typing: `value` has every attribute in `fields`."""
+    missing = [f for f in fields if not hasattr(value, f)]
+    if missing:
+        raise BadArgumentType(
+            f"{name} must have {', '.join(fields)}; a {type(value).__name__} has no "
+            f"{', '.join(missing)}"
+        )
 
 
 def check_callable(name: str, value: Any) -> Callable[..., Any]:
