@@ -4,10 +4,15 @@ around them (issue 19).
 - A new segment's pages are reserved at creation (`posix_fallocate`), so a
   /dev/shm too small for the ring fails there with a clear ENOSPC error that
   names the size, never with SIGBUS at a later write (tmpfs allocates lazily).
+  The cost: the ring's memory is committed when it is created, not as it
+  fills, and creation takes time in proportion (the kernel zeroes the pages).
 - The writer holds an exclusive `flock` on its segment for its lifetime; the
   kernel drops it when the writer dies. A new writer that finds the name
   taken removes the segment only if no live writer holds that lock (its
   writer was killed, e.g. in the middle of a put), and otherwise fails.
+  (A child forked by the writer inherits the lock's descriptor, so the
+  segment counts as alive while such a child lives; segments created by
+  other implementations hold no lock and count as abandoned.)
 - Readers attach without registering the segment with their resource
   tracker, which would unlink it when the reader exits.
 """

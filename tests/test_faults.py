@@ -5,6 +5,7 @@ refimpl's remedy, so the test can fail."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -37,15 +38,13 @@ def refimpl_only(is_refimpl: bool) -> None:
         pytest.skip("refimpl's fault handling (the seed blocks, leaks or dies here)")
 
 
-def kill_self_when(function_name: str, event: str) -> None:
-    """SIGKILL this process at the `event` ('call' or 'return') of any function
-    of that name: a deterministic death at an exact point of a real call."""
+def kill_self_on_return(function_name: str) -> None:
+    """SIGKILL this process when any function of that name returns: a
+    deterministic death at an exact point of a real call."""
 
     def tracer(frame: Any, what: str, arg: Any) -> Any:
         if frame.f_code.co_name != function_name:
             return None
-        if event == "call":
-            os.kill(os.getpid(), signal.SIGKILL)
 
         def local(frame: Any, what: str, arg: Any) -> Any:
             if what == "return":
@@ -60,10 +59,32 @@ def kill_self_when(function_name: str, event: str) -> None:
 # -- a reader killed while it holds the reader lock -----------------------------------
 
 
+class DiesWhenHeld:
+    """The reader lock, except that the process dies as soon as it holds it."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def acquire(self, *args: Any) -> bool:
+        got: bool = self.lock.acquire(*args)
+        if got:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return got
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def reader_dies_holding_the_lock(handle: Any, signed: tuple) -> None:
-    """A real read, killed inside the critical section (where the count is added)."""
+    """A real read, killed inside its critical section (where the count is added)."""
+    handle = dataclasses.replace(handle, reader_lock=DiesWhenHeld(handle.reader_lock))
     storage = refimpl.SingleWriterShmObjectStorage.create_from_handle(handle)
-    kill_self_when("increment_reader_flag", "call")
     storage.get(*signed)
 
 
@@ -123,7 +144,7 @@ def writer_dies_mid_put(name: str, lock: Any, conn: Any) -> None:
         address, monotonic_id = writer.put(key, key * 100)
         handles.append((address, monotonic_id, writer.get_signature(key), key))
     conn.send((ring.handle(), handles))  # the lock goes by inheritance only
-    kill_self_when("allocate_buf", "return")  # header written, object not
+    kill_self_on_return("allocate_buf")  # header written, object not
     writer.put("c", "c" * 100)
 
 
