@@ -218,16 +218,16 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         "middle of a put leaves complete objects readable, refuses the torn one with "
         "`ValueError`, and the next writer replaces its segment; a ring larger than "
         "/dev/shm's free space fails at construction with ENOSPC naming the size, "
-        "not SIGBUS later.",
+        "not SIGBUS later (the pages are reserved up front, so the ring's memory is "
+        "committed at creation).",
         *(f"  - {outcome}" for outcome in _fault_outcomes(repo)),
         "- **Load**: the writer puts and evicts while four reader processes verify "
         "checksums, each in its own order (`bench/stress.py`), under the protocol's "
         "assumption A1 (each hand-out read once by each reader):",
         *(f"  - {load.line()}" for load in loads),
-        f"  - A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated): reads of reclaimed "
-        "chunks are refused with `ValueError`; FINDINGS H1's residual (a writer step "
-        "between the re-check and the count's increment, whose 4-byte write can land "
-        f"inside the next object) shows as torn reads: {broken.line()}",
+        f"  - A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated), for the record: "
+        "reads of reclaimed chunks are refused with `ValueError`, and FINDINGS H1's "
+        f"residual remains: {broken.line()}",
         f"  - segments left in /dev/shm by all of the above: {len(shmtrack.leaked())} "
         f"(of {len(shmtrack.created())} created or mapped)",
     ]
