@@ -24,6 +24,7 @@ from multiprocessing.shared_memory import SharedMemory
 from refimpl import allocator
 from refimpl.segment import attach_untracked, create_segment, release_writer_lock
 from refimpl.validate import (
+    BadArgumentType,
     check_callable,
     check_chunk_address,
     check_chunk_size,
@@ -104,6 +105,8 @@ class SingleWriterShmRingBuffer:
         return integer.to_bytes(self.ID_NBYTES, "little", signed=True)
 
     def byte2int(self, byte_data: bytes | memoryview) -> int:
+        if not isinstance(byte_data, (bytes, bytearray, memoryview)):
+            raise BadArgumentType(f"byte_data must be bytes, not {type(byte_data).__name__}")
         return int.from_bytes(byte_data, "little", signed=True)
 
     # -- actions (spec/RingBuffer.tla) ---------------------------------------

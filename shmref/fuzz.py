@@ -300,7 +300,8 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
         return case(f"{how}({a!r})", access, type(a) is not int)
     if kind == "ring other":
         what = draw(st.sampled_from(["free_buf fn", "free_buf nbytes", "reader free_buf",
-                                     "reader clear", "int2byte", "new ring", "attach"]))
+                                     "reader clear", "int2byte", "byte2int", "new ring",
+                                     "attach"]))
         if what == "free_buf fn":
             fn = draw(st.sampled_from([None, 1, "f", b"f"]))
             return case(f"free_buf({fn!r})", lambda: list(ring.free_buf(fn)), True)
@@ -315,6 +316,9 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
         if what == "int2byte":
             n = draw(st.one_of(bad_int(-(2**31), 2**31 - 1), look_alikes(7)))
             return case(f"int2byte({n!r})", lambda: ring.int2byte(n), type(n) is not int)
+        if what == "byte2int":
+            data = draw(st.sampled_from([None, 7, 1.5, "abcd", [1, 2, 3, 4], (1, 2)]))
+            return case(f"byte2int({data!r})", lambda: ring.byte2int(data), True)
         if what == "new ring":
             size = draw(st.one_of(look_alikes(128), bad_int(9, 2**63 - 33)))
             return case(f"ring({size!r}, create=True)", lambda: _closing(
