@@ -26,7 +26,7 @@ def show(capsys: pytest.CaptureFixture[str], line: str) -> None:
         print(f"\n{line}")
 
 
-def test_fuzz_refimpl(impl, capsys):
+def test_fuzz_gets_only_clear_errors(impl, capsys):
     report = fuzz(impl, CALLS)
     show(capsys, report.summary())
     assert report.calls >= CALLS
@@ -34,7 +34,7 @@ def test_fuzz_refimpl(impl, capsys):
     assert sum(report.raised.values()) == report.calls  # every call raised
 
 
-def test_fuzz_refimpl_under_python_O(impl_name, capsys):
+def test_fuzz_under_python_O(impl_name, capsys):
     run = subprocess.run(
         [sys.executable, "-O", "-m", "shmref.fuzz", "--impl", impl_name, "--calls", str(CALLS)],
         capture_output=True, text=True, timeout=900, cwd=REPO,
