@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
+import threading
+from typing import Any
 
+import pytest
+
+import refimpl
 from bench import stress
 from shmref.readers import checksummed
 
@@ -60,4 +66,43 @@ def test_the_checksum_catches_torn_and_foreign_values(impl):
         finally:
             reader.close()
     finally:
+        writer.close()
+
+
+def test_with_a1_broken_a_late_increment_tears_the_next_object(is_refimpl):
+    """Why the stress keeps A1. FINDINGS H1's residual, step by step: with a
+    read repeated, an object is reclaimable while a read of it is between its
+    re-check and its increment; the writer reclaims it and puts the next
+    object over it, and the late 4-byte increment lands inside that object's
+    payload, which every reader then gets torn."""
+    if not is_refimpl:
+        pytest.skip("refimpl's read steps")
+    ring = refimpl.SingleWriterShmRingBuffer(4096, create=True)
+    writer = refimpl.SingleWriterShmObjectStorage(1024, 2, ring, reader_lock=threading.Lock())
+    reader = refimpl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
+    try:
+        handles = {}
+        for key in ("k0", "k1"):
+            handles[key] = (*writer.put(key, key.encode() * 40), writer.get_signature(key), key)
+        for key in ("k0", "k0", "k1", "k1"):  # as both readers: both reclaimable
+            reader.get(*handles[key])
+        late = reader.get_begin(*handles["k1"])  # a repeated read of k1 (A1 broken)
+        reader.get_copy(late)
+        put: list[tuple[int, int]] = []
+
+        def writer_steps_in(frame: Any, event: str, arg: Any) -> None:
+            if frame.f_code.co_name == "increment_reader_flag" and not put:
+                writer.free_unused()  # k0 and k1 are reclaimable: the ring empties
+                put.append(writer.put("k2", b"c" * 300))  # from address 0, over k1
+            return None
+
+        sys.settrace(writer_steps_in)
+        try:
+            assert reader.get_end(late) == b"k1" * 40  # the re-check passed before the put
+        finally:
+            sys.settrace(None)
+        assert put, "refimpl no longer counts a read in increment_reader_flag: adapt the hook"
+        assert writer.get(*put[0]) != b"c" * 300  # k2 is torn by k1's late increment
+    finally:
+        reader.close()
         writer.close()
