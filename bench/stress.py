@@ -227,7 +227,8 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         *(f"  - {load.line()}" for load in loads),
         f"  - A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated), for the record: "
         "reads of reclaimed chunks are refused with `ValueError`, and FINDINGS H1's "
-        f"residual remains: {broken.line()}",
+        "residual remains (a late increment can tear the next object: "
+        f"`tests/test_stress.py`): {broken.line()}",
         f"  - segments left in /dev/shm by all of the above: {len(shmtrack.leaked())} "
         f"(of {len(shmtrack.created())} created or mapped)",
     ]

@@ -79,8 +79,8 @@ def create_segment(name: str | None, size: int) -> tuple[SharedMemory, int]:
         if name is None or not remove_if_abandoned(name):
             raise FileExistsError(
                 errno.EEXIST,
-                f"shared memory segment {name!r} already exists and its writer is alive "
-                "(or it was not created by refimpl); use another name or stop that writer",
+                f"shared memory segment {name!r} already exists and its writer is alive; "
+                "use another name or stop that writer",
             ) from None
         memory = SharedMemory(name=name, create=True, size=size)
     lock_fd = -1
