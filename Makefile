@@ -22,6 +22,8 @@ proofs: setup
 
 fuzz: setup
 	HYPOTHESIS_PROFILE=long SHMREF_SLOW=1 $(PYTHON) -m pytest -q tests/test_stateful.py tests/test_replay.py
+	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
+	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 
 bench: setup
 	$(PYTHON) -m bench

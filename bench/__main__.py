@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import replaybench, report, store, tlcbench
+from bench import replaybench, report, store, stress, tlcbench
 from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
 from shmref import shmtrack
 
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.quick:
                     notes.append("--quick: the largest value is 64 KiB, not 1 MiB.")
                 results["store"] = store.run(config, seed)
+            stress.bench_section(results, notes, args.quick, sections)  # issue 19's load
             if "tlc" in sections:
                 results["tlc"] = tlcbench.run(args.quick)
             if {"replay", "mutants"} & sections:

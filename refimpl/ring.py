@@ -7,33 +7,33 @@ id -> address map (`metadata`) in its own memory. Readers attach by name and
 only look at chunks through `access_buf`.
 
 Each public method is one action of ``spec/RingBuffer.tla``; the arithmetic
-lives in `refimpl.allocator` so that it can be checked on its own.
+lives in `refimpl.allocator` so that it can be checked on its own. Arguments
+are checked at each method's boundary by `refimpl.validate` (a chunk header
+must fit in the segment before it is read); creating and attaching the
+segment, and the faults around that, are `refimpl.segment`'s.
 """
 
 from __future__ import annotations
 
 import secrets
 import struct
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from multiprocessing import resource_tracker, shared_memory
-from unittest.mock import patch
+from multiprocessing.shared_memory import SharedMemory
 
 from refimpl import allocator
-from refimpl.validate import check_int
+from refimpl.segment import attach_untracked, create_segment, release_writer_lock
+from refimpl.validate import (
+    BadArgumentType,
+    check_callable,
+    check_chunk_address,
+    check_chunk_size,
+    check_int,
+    check_segment_name,
+)
 
 # A chunk header: [4-byte id][4-byte size incl. header], little-endian, signed.
 HEADER = struct.Struct("<ii")
-
-
-def attach_untracked(name: str) -> shared_memory.SharedMemory:
-    """Attach to an existing segment without letting this process's resource
-    tracker unlink it at exit (Python < 3.13 registers attached segments too)."""
-    if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)
-    with patch.object(resource_tracker, "register", lambda *args, **kwargs: None):
-        return shared_memory.SharedMemory(name=name)
 
 
 class SingleWriterShmRingBuffer:
@@ -48,6 +48,13 @@ class SingleWriterShmRingBuffer:
     # override (ring.ID_MAX = 4), as models with few ids do.
     ID_MAX = 2**31
 
+    # Class-level defaults, as CPython's SharedMemory has: if __init__ fails
+    # halfway, close() and __del__ see these and do nothing.
+    shared_memory: SharedMemory | None = None
+    is_writer: bool = False
+    _closed: bool = False
+    _writer_lock_fd: int = -1  # the writer's flock on its segment (refimpl.segment)
+
     def __init__(
         self,
         data_buffer_size: int,
@@ -55,38 +62,38 @@ class SingleWriterShmRingBuffer:
         create: bool = False,
     ) -> None:
         self.data_buffer_size = check_int(
-            "data_buffer_size", data_buffer_size, low=self.MD_SIZE + 1
+            "data_buffer_size", data_buffer_size, low=self.MD_SIZE + 1,
+            high=2**63 - 1 - self.DATA_OFFSET,  # the largest file size (off_t)
         )
-        self.is_writer = bool(create)
+        name = check_segment_name(name, required=not create)
         self.monotonic_id_start = 0
         self.monotonic_id_end = 0
         self.data_buffer_start = 0
         self.data_buffer_end = 0
         total = self.data_buffer_size + self.DATA_OFFSET
-        if self.is_writer:
+        if create:
             self.metadata: dict[int, int] = {}  # live id -> chunk address, FIFO
-            self.shared_memory = shared_memory.SharedMemory(
-                name=name, create=True, size=total
-            )
-            self.shared_memory.buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(
-                self.AUTH_SECRET_BYTES
-            )
+            memory, self._writer_lock_fd = create_segment(name, total)
+            self.is_writer = True
+            self.shared_memory = memory
+            self._buf()[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(self.AUTH_SECRET_BYTES)
         else:
-            if not isinstance(name, str):
+            if name is None:  # for the type checker: check_segment_name refused it
                 raise ValueError("a reader must name the segment to attach to")
-            self.shared_memory = attach_untracked(name)
-            if self.shared_memory.size < total:
-                size = self.shared_memory.size
-                self.shared_memory.close()
+            memory = attach_untracked(name)
+            if memory.size < total:
+                size = memory.size
+                memory.close()
                 raise ValueError(
                     f"shared memory {name!r} has {size} bytes, "
                     f"less than the {total} this ring needs"
                 )
+            self.shared_memory = memory
 
     # -- sharing -----------------------------------------------------------
 
     def handle(self) -> tuple[int, str]:
-        return self.data_buffer_size, self.shared_memory.name
+        return self.data_buffer_size, self._memory().name
 
     def get_auth_secret(self) -> bytes:
         return bytes(self._buf()[: self.AUTH_SECRET_BYTES])
@@ -94,9 +101,12 @@ class SingleWriterShmRingBuffer:
     # -- encoding ------------------------------------------------------------
 
     def int2byte(self, integer: int) -> bytes:
+        check_int("integer", integer, low=-(2**31), high=2**31 - 1)
         return integer.to_bytes(self.ID_NBYTES, "little", signed=True)
 
     def byte2int(self, byte_data: bytes | memoryview) -> int:
+        if not isinstance(byte_data, (bytes, bytearray, memoryview)):
+            raise BadArgumentType(f"byte_data must be bytes, not {type(byte_data).__name__}")
         return int.from_bytes(byte_data, "little", signed=True)
 
     # -- actions (spec/RingBuffer.tla) ---------------------------------------
@@ -140,15 +150,10 @@ class SingleWriterShmRingBuffer:
         the id against the one expected is the caller's job.
         """
         buf = self._buf()
-        address = check_int("address", address, low=0)
-        offset = self._offset(address)
-        chunk_id, size = self.read_header(address)
-        room = self.data_buffer_size - (offset - self.DATA_OFFSET)
-        if not self.MD_SIZE <= size <= room:
-            raise ValueError(
-                f"no valid chunk at address {address}: header size {size} "
-                f"is outside [{self.MD_SIZE}, {room}]"
-            )
+        offset = check_chunk_address(address, self.data_buffer_size, self.MD_SIZE)
+        chunk_id, size = HEADER.unpack_from(buf, self.DATA_OFFSET + offset)
+        check_chunk_size(address, size, self.data_buffer_size - offset, self.MD_SIZE)
+        offset += self.DATA_OFFSET
         with buf[offset + self.MD_SIZE : offset + size] as data_view:
             yield data_view, (chunk_id, size)
 
@@ -161,6 +166,7 @@ class SingleWriterShmRingBuffer:
         they are free and fewer than `nbytes` bytes have been reclaimed.
         Returns the reclaimed ids, oldest first."""
         self._writer_buf("free")
+        check_callable("is_free_fn", is_free_fn)
         if nbytes is None:
             nbytes = self.data_buffer_size
         nbytes = check_int("nbytes", nbytes)
@@ -199,9 +205,10 @@ class SingleWriterShmRingBuffer:
 
         Idempotent: a second close (or `__del__` after close) must not unlink
         a newer segment that has since been created under the same name.
+        Safe after a failed `__init__` (the class-level defaults).
         """
-        memory = getattr(self, "shared_memory", None)
-        if memory is None or getattr(self, "_closed", False):
+        memory = self.shared_memory
+        if memory is None or self._closed:
             return
         self._closed = True
         try:
@@ -209,23 +216,33 @@ class SingleWriterShmRingBuffer:
                 with suppress(FileNotFoundError):
                     memory.unlink()
         finally:
+            release_writer_lock(self._writer_lock_fd)
+            self._writer_lock_fd = -1
             memory.close()
 
     def __del__(self) -> None:
-        with suppress(Exception):
+        # An exported view makes memory.close() raise BufferError; the
+        # segment is already unlinked then, and the mapping goes with the view.
+        with suppress(BufferError, OSError):
             self.close()
 
     def read_header(self, address: int) -> tuple[int, int]:
         """(id, size) of the chunk header at `address`, as the segment holds it now."""
-        return HEADER.unpack_from(self._buf(), self._offset(address))
+        offset = check_chunk_address(address, self.data_buffer_size, self.MD_SIZE)
+        return HEADER.unpack_from(self._buf(), self.DATA_OFFSET + offset)
 
     # -- helpers ---------------------------------------------------------------
 
     def _offset(self, address: int) -> int:
         return self.DATA_OFFSET + address % self.data_buffer_size
 
+    def _memory(self) -> SharedMemory:
+        if self.shared_memory is None:
+            raise ValueError("the ring buffer has no shared memory")
+        return self.shared_memory
+
     def _buf(self) -> memoryview:
-        buf = self.shared_memory.buf
+        buf = None if self.shared_memory is None else self.shared_memory.buf
         if buf is None:
             raise ValueError("the ring buffer has been closed")
         return buf

@@ -22,9 +22,18 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
 
+from refimpl.readerlock import READER_LOCK_TIMEOUT, hold
 from refimpl.ring import SingleWriterShmRingBuffer
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from refimpl.validate import check_int
+from refimpl.validate import (
+    MAX_CHUNK_DATA,
+    check_fields,
+    check_handle_fields,
+    check_instance,
+    check_int,
+    check_key,
+    is_signature,
+)
 
 SIGNATURE_BYTES = hashlib.sha256().digest_size
 
@@ -38,6 +47,10 @@ class ShmObjectStorageHandle:
     ring_buffer_handle: tuple[int, str]
     serde_class: type[ObjectSerde]
     reader_lock: LockType | None
+
+
+HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class",
+                 "reader_lock")
 
 
 @dataclass
@@ -61,6 +74,8 @@ class Read:
 class SingleWriterShmObjectStorage:
     """Single-writer, multi-reader object store with FIFO eviction."""
 
+    READER_LOCK_TIMEOUT: float | None = READER_LOCK_TIMEOUT  # see refimpl.readerlock
+
     def __init__(
         self,
         max_object_size: int,
@@ -69,8 +84,9 @@ class SingleWriterShmObjectStorage:
         serde_class: type[ObjectSerde] = MsgpackSerde,
         reader_lock: LockType | None = None,
     ) -> None:
-        self.max_object_size = check_int("max_object_size", max_object_size, low=1)
-        self.n_readers = check_int("n_readers", n_readers, low=0)
+        self.max_object_size = check_int(
+            "max_object_size", max_object_size, low=1, high=MAX_CHUNK_DATA)
+        self.n_readers = check_int("n_readers", n_readers, low=0, high=2**31 - 1)
         self.serde_class = serde_class
         self.ser_de = serde_class()
         self.ring_buffer = ring_buffer
@@ -96,8 +112,7 @@ class SingleWriterShmObjectStorage:
         MemoryError (no room even after reclaiming).
         """
         self._require_writer("put")
-        if not isinstance(key, str):
-            raise ValueError(f"key must be a str, not {type(key).__name__}")
+        check_key(key)
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
         data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
@@ -129,7 +144,7 @@ class SingleWriterShmObjectStorage:
     def get_cached(self, key: str) -> tuple[int, int]:
         """Hand out `key`'s object once more: one more read per reader is owed."""
         self._require_writer("look up cached objects")
-        address, monotonic_id = self.key_index[key]
+        address, monotonic_id = self.key_index[check_key(key)]
         self.increment_writer_flag(monotonic_id)
         self._touched.discard(monotonic_id)
         return address, monotonic_id
@@ -180,7 +195,9 @@ class SingleWriterShmObjectStorage:
         key: str | None = None,
     ) -> Read:
         """Verify the handle, open its chunk and check the chunk's id."""
-        if not self.is_writer:
+        if self.is_writer:
+            check_handle_fields(address, monotonic_id)
+        else:
             self.verify_signature(key, address, monotonic_id, signature)
         chunk = self.ring_buffer.access_buf(address)
         view, (chunk_id, size) = chunk.__enter__()
@@ -193,6 +210,7 @@ class SingleWriterShmObjectStorage:
 
     def get_copy(self, read: Read) -> None:
         """Deserialize the object; a failure is kept for get_end to report."""
+        check_instance("read", read, Read)
         with read.view[self.flag_bytes :] as payload:
             try:
                 read.value = self.ser_de.deserialize(payload)
@@ -210,13 +228,14 @@ class SingleWriterShmObjectStorage:
         count. A read whose copy failed is still counted, so that one bad
         read does not pin the chunk (and the FIFO behind it) forever.
         """
+        check_instance("read", read, Read)
         try:
             if not read.copied:
                 raise ValueError("get_end before get_copy")
             if self.is_writer:
                 self._recheck(read)
             else:
-                with self._reader_lock:  # type: ignore[union-attr]
+                with hold(self._reader_lock, self.READER_LOCK_TIMEOUT):
                     self._recheck(read)
                     self.increment_reader_flag(read.view[: self.flag_bytes])
         finally:
@@ -235,7 +254,7 @@ class SingleWriterShmObjectStorage:
         """Writer: protect `key`'s object from eviction until get_cached or
         release_touches. Reader: validate the handle without reading it."""
         if self.is_writer:
-            if key in self.key_index:
+            if check_key(key) in self.key_index:
                 self._touched.add(self.key_index[key][1])
             return
         self.verify_signature(key, address, monotonic_id, signature)
@@ -247,7 +266,7 @@ class SingleWriterShmObjectStorage:
     def get_signature(self, key: str) -> list[int]:
         """Sign `key`'s current handle so readers can verify it."""
         self._require_writer("sign handles")
-        address, monotonic_id = self.key_index[key]
+        address, monotonic_id = self.key_index[check_key(key)]
         return list(self._make_signature(key, address, monotonic_id))
 
     def verify_signature(
@@ -262,18 +281,12 @@ class SingleWriterShmObjectStorage:
         invalid = "Invalid SHM handle signature for cache key."
         if signature is None or key is None:
             raise ValueError("Missing SHM handle signature for cache key.")
+        check_key(key)
+        check_handle_fields(address, monotonic_id)
         if self.is_writer and self.key_index.get(key) != (address, monotonic_id):
             raise ValueError(invalid)
-        if (
-            not isinstance(key, str)
-            or not isinstance(signature, list)
-            or len(signature) != SIGNATURE_BYTES
-            or set(map(type, signature)) != {int}
-            or not 0 <= min(signature) <= max(signature) <= 255
-        ):
+        if not is_signature(signature):
             raise ValueError(invalid)
-        check_int("address", address, low=0, high=2**64 - 1)
-        check_int("monotonic_id", monotonic_id, low=0, high=2**32 - 1)
         expected = self._make_signature(key, address, monotonic_id)
         if not hmac.compare_digest(bytes(signature), expected):
             raise ValueError(invalid)
@@ -312,7 +325,7 @@ class SingleWriterShmObjectStorage:
 
     def is_cached(self, key: str) -> bool:
         self._require_writer("look up cached objects")
-        return key in self.key_index
+        return check_key(key) in self.key_index
 
     # -- lifetime ----------------------------------------------------------------
 
@@ -330,6 +343,7 @@ class SingleWriterShmObjectStorage:
 
     @staticmethod
     def create_from_handle(handle: ShmObjectStorageHandle) -> SingleWriterShmObjectStorage:
+        check_fields("handle", handle, HANDLE_FIELDS)  # any handle class of the same API
         ring_buffer = SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
         return SingleWriterShmObjectStorage(
             max_object_size=handle.max_object_size,

@@ -10,8 +10,9 @@ from types import ModuleType
 
 import pytest
 
-from shmref import shmtrack
 from shmref.impl import load_impl
+
+pytest_plugins = ["shmleaks"]  # the session's /dev/shm leak guard
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,16 +39,6 @@ def impl(impl_name: str) -> ModuleType:
 @pytest.fixture(scope="session")
 def is_refimpl(impl: ModuleType) -> bool:
     return impl.__name__ == "refimpl"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_leaked_segments():
-    """Every segment the session creates must be gone at its end."""
-    shmtrack.start()
-    yield
-    leaked = shmtrack.leaked()
-    if leaked:
-        pytest.fail(f"test session leaked shared-memory segments: {sorted(leaked)}")
 
 
 @pytest.fixture

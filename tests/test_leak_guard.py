@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 CONFTEST = Path(__file__).with_name("conftest.py")
+PLUGIN = Path(__file__).with_name("shmleaks.py")
 
 
 def test_a_leaked_segment_fails_the_session(tmp_path):
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
+    (tmp_path / "shmleaks.py").write_text(PLUGIN.read_text())
     (tmp_path / "test_leaky.py").write_text(
         "import refimpl\n"
         "def test_leaks():\n"

@@ -3,7 +3,17 @@ the allocation arithmetic, and bad input."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 ALWAYS = lambda _id, _buf: True  # noqa: E731
 NEVER = lambda _id, _buf: False  # noqa: E731
@@ -234,3 +244,95 @@ class TestBadInput:
         with pytest.raises(MemoryError, match="ids are live"):
             ring.allocate_buf(8)
         assert list(ring.free_buf(ALWAYS)) == [0, 1, 2]
+
+
+class TestBoundary:
+    """refimpl's one validation place (refimpl/validate.py), issue 19."""
+
+    @pytest.fixture(autouse=True)
+    def only_refimpl(self, is_refimpl):
+        if not is_refimpl:
+            pytest.skip("refimpl's validation (the seed raises struct.error or accepts these)")
+
+    @pytest.mark.parametrize("address", [93, 99, 199, 100 * 7 + 95])
+    def test_header_past_the_end_is_a_value_error(self, ring_factory, address):
+        ring = ring_factory(100)  # a header at 93..99 would end past byte 100
+        with pytest.raises(ValueError, match="past the 100-byte buffer"):
+            ring.read_header(address)
+        with pytest.raises(ValueError, match="past the 100-byte buffer"):
+            with ring.access_buf(address):
+                pass
+
+    @pytest.mark.parametrize("look_alike", [Fraction(0), 0.0, Decimal(0), 0j, False])
+    def test_numbers_equal_to_an_int_are_not_ints(self, impl, ring_factory, look_alike):
+        ring = ring_factory(100)
+        ring.allocate_buf(8)
+        for call in (lambda: ring.read_header(look_alike), lambda: ring.access_buf(
+                look_alike).__enter__(), lambda: ring.allocate_buf(look_alike)):
+            with pytest.raises(TypeError) as caught:
+                call()
+            assert isinstance(caught.value, ValueError)  # the seed's documented type too
+
+    @pytest.mark.parametrize("value", [2**31, -(2**31) - 1])
+    def test_int2byte_out_of_range(self, ring_factory, value):
+        with pytest.raises(ValueError, match="integer"):
+            ring_factory(100).int2byte(value)
+
+    def test_bad_segment_names(self, impl):
+        for name in ("", "a/b", "x\0y", "\ud800", "z" * 300):
+            with pytest.raises(ValueError, match="segment name"):
+                impl.SingleWriterShmRingBuffer(64, name=name)
+        with pytest.raises(TypeError):
+            impl.SingleWriterShmRingBuffer(64, name=b"bytes")
+
+
+def run_python(script: str) -> subprocess.CompletedProcess[str]:
+    """Run `script`; stderr also collects what this process's resource tracker prints."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env={**os.environ,
+                                                                 "PYTHONPATH": str(REPO)})
+
+
+def test_close_after_a_failed_init_is_silent(is_refimpl):
+    """Class-level defaults: __del__ of a half-built ring must neither raise nor print."""
+    if not is_refimpl:
+        pytest.skip("refimpl's class-level defaults")
+    run = run_python("""
+        import gc, refimpl
+        for args in [(64.0,), (64, "shmref-no-such-segment"), (64, None, False), (2, None, True)]:
+            try:
+                refimpl.SingleWriterShmRingBuffer(*args)
+            except Exception:
+                pass
+        ring = refimpl.SingleWriterShmRingBuffer.__new__(refimpl.SingleWriterShmRingBuffer)
+        ring.close()
+        del ring
+        gc.collect()
+        print("done")
+    """)
+    assert (run.stdout.strip(), run.stderr) == ("done", "")
+
+
+READER_IN_WRITER_PROCESS = """
+    from multiprocessing import resource_tracker, shared_memory
+    import refimpl
+    writer = refimpl.SingleWriterShmRingBuffer(64, create=True)
+    {attach}
+    writer.close()
+    print("done")
+"""
+
+
+def test_attached_readers_leave_the_resource_tracker_alone(is_refimpl):
+    """A reader in the writer's process must not make the tracker complain or
+    forget the writer's segment; the naive alternative (attach, then
+    `resource_tracker.unregister`) makes it print a KeyError at the writer's unlink."""
+    if not is_refimpl:
+        pytest.skip("refimpl's untracked attach")
+    ours = run_python(READER_IN_WRITER_PROCESS.format(
+        attach="refimpl.SingleWriterShmRingBuffer(*writer.handle()).close()"))
+    assert (ours.stdout.strip(), ours.stderr) == ("done", "")
+    naive = run_python(READER_IN_WRITER_PROCESS.format(attach=(
+        "m = shared_memory.SharedMemory(writer.handle()[1]); "
+        "resource_tracker.unregister('/' + m.name, 'shared_memory'); m.close()")))
+    assert "KeyError" in naive.stderr

@@ -1,0 +1,56 @@
+"""Test plugin: which shared-memory segments this test process created, and
+which of them leaked (the session fails on a leaked segment).
+
+Comparing /dev/shm before and after a run blames us for every segment that
+other processes on the machine create meanwhile; recording the names our own
+`SharedMemory(create=True)` calls produce does not. Recording wraps
+`SharedMemory.__init__` for the test session: that is test code, so the
+library (refimpl, shmref) patches nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from multiprocessing import shared_memory
+from typing import Any
+
+import pytest
+
+_created: set[str] = set()
+_original_init = shared_memory.SharedMemory.__init__
+
+
+def _recording_init(self: Any, name: Any = None, create: Any = False, size: Any = 0,
+                    *args: Any, **kwargs: Any) -> None:
+    try:
+        _original_init(self, name, create, size, *args, **kwargs)
+    finally:
+        # Also when __init__ fails after shm_open (e.g. a non-int size makes
+        # ftruncate raise): Python 3.11 leaves that segment behind.
+        if create and getattr(self, "_name", None):
+            _created.add(self._name)
+
+
+def start() -> None:
+    """Record every segment this process creates from now on (idempotent)."""
+    shared_memory.SharedMemory.__init__ = _recording_init  # type: ignore[method-assign]
+
+
+def created() -> set[str]:
+    return set(_created)
+
+
+def leaked() -> set[str]:
+    """Segments this process created that still exist."""
+    return {name for name in _created if os.path.exists(f"/dev/shm/{name.lstrip('/')}")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_segments() -> Iterator[None]:
+    """Every segment the session creates must be gone at its end."""
+    start()
+    yield
+    found = leaked()
+    if found:
+        pytest.fail(f"test session leaked shared-memory segments: {sorted(found)}")
