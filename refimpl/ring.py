@@ -139,6 +139,13 @@ class SingleWriterShmRingBuffer:
         The id and size are read from the segment as they are now; checking
         the id against the one expected is the caller's job.
         """
+        data_view, header = self.chunk_view(address)
+        with data_view:
+            yield data_view, header
+
+    def chunk_view(self, address: int) -> tuple[memoryview, tuple[int, int]]:
+        """`access_buf` without the context manager, for a view held across
+        steps (a read in flight): the caller releases the view."""
         buf = self._buf()
         address = check_int("address", address, low=0)
         offset = self._offset(address)
@@ -149,8 +156,7 @@ class SingleWriterShmRingBuffer:
                 f"no valid chunk at address {address}: header size {size} "
                 f"is outside [{self.MD_SIZE}, {room}]"
             )
-        with buf[offset + self.MD_SIZE : offset + size] as data_view:
-            yield data_view, (chunk_id, size)
+        return buf[offset + self.MD_SIZE : offset + size], (chunk_id, size)
 
     def free_buf(
         self,

@@ -31,6 +31,8 @@ from typing import Any
 import msgpack
 import pytest
 
+from refimpl.serde import MsgpackSerde
+
 REPO = Path(__file__).resolve().parents[1]
 DEV_SHM = Path("/dev/shm")
 
@@ -175,8 +177,9 @@ class LyingSerde(PlainSerde):
         return payload, len(payload), header, len(header)
 
 
-class FailFirstRead(PlainSerde):
-    """The first deserialize in the process fails, as a reader's copy can."""
+class FailFirstRead(MsgpackSerde):
+    """The first deserialize in the process fails, as a reader's copy can
+    (the writer's default serde, which both modules share, otherwise)."""
 
     failed: list[bool] = []
 
@@ -190,8 +193,9 @@ class FailFirstRead(PlainSerde):
 HOOKS: list[Callable[[], None]] = []
 
 
-class HookSerde(PlainSerde):
-    """Runs the pending hooks (the writer acting) before copying the object."""
+class HookSerde(MsgpackSerde):
+    """Runs the pending hooks (the writer acting) before copying the object
+    (the writer's default serde, which both modules share, otherwise)."""
 
     def deserialize(self, data: memoryview) -> Any:
         while HOOKS:
@@ -557,15 +561,32 @@ def test_f06_lockless_writer_cannot_share_a_handle_seed(seed: ModuleType, shm: S
         seed.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
 
 
-def test_f06_writer_semantics_follow_is_writer_refimpl(ref: ModuleType, shm: Shm) -> None:
+def test_f06_writer_with_lock_reads_like_a_reader_refimpl(ref: ModuleType, shm: Shm) -> None:
+    """refimpl follows the seed: no vLLM caller is harmed (the sender has no
+    lock and never calls get), and vLLM's test_blocking_unread_object needs it."""
     writer = shm.writer(ref, n_readers=1, lock=Lock())
     address, monotonic_id = writer.put("k", "v")
     assert writer.get(address, monotonic_id) == "v"
-    assert count_of(writer, address) == 0
+    assert count_of(writer, address) == 1
+    writer.free_unused()
+    assert not writer.is_cached("k")
+    with pytest.raises(ValueError, match="signature"):
+        writer.touch("k")
+
+
+def test_f06_lockless_writer_keeps_writer_semantics_refimpl(ref: ModuleType, shm: Shm) -> None:
+    writer = shm.writer(ref, n_readers=1)  # as vLLM's ShmObjectStoreSenderCache
+    address, monotonic_id = writer.put("k", "v")
+    assert writer.get(address, monotonic_id) == "v"
+    assert count_of(writer, address) == 0  # the writer's read is no reader's
+    reader = shm.reader(ref, writer)
+    assert reader.get(address, monotonic_id, writer.get_signature("k"), "k") == "v"
+    writer.touch("k")  # protects: the object owes no read and stays
     writer.free_unused()
     assert writer.is_cached("k")
-    writer.touch("k")
-    assert monotonic_id in writer._touched
+    writer.release_touches()
+    writer.free_unused()
+    assert not writer.is_cached("k")
 
 
 # -- 7. the reader count overflows ---------------------------------------------------------

@@ -3,6 +3,7 @@ counting and reclamation, and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -16,25 +17,35 @@ from shmref.readers import ReaderProcess
 
 
 @pytest.fixture
-def store_factory(impl, ring_factory):
-    """Writer storages whose rings are cleaned up by ring_factory."""
+def reader_lock():
+    return mp.get_context("spawn").Lock()
 
-    def make(buffer_size=1024, max_object_size=256, n_readers=1, id_max=None):
-        ring = ring_factory(buffer_size, id_max)
-        return impl.SingleWriterShmObjectStorage(
-            max_object_size, n_readers, ring, reader_lock=mp.get_context("spawn").Lock()
-        )
+
+@pytest.fixture
+def store_factory(impl, ring_factory):
+    """Writer storages built as vLLM's sender builds them (no reader lock);
+    their rings are cleaned up by ring_factory."""
+
+    def make(buffer_size=1024, max_object_size=256, n_readers=1, lock=None):
+        ring = ring_factory(buffer_size)
+        return impl.SingleWriterShmObjectStorage(max_object_size, n_readers, ring, reader_lock=lock)
 
     return make
 
 
+def reader_handle(writer, lock):
+    """The writer's handle with the readers' lock, as a reader receives it."""
+    return dataclasses.replace(writer.handle(), reader_lock=lock)
+
+
 @pytest.fixture
-def attach(impl):
+def attach(impl, reader_lock):
     """In-process readers attached through the writer's handle."""
     readers = []
 
     def make(writer):
-        reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
+        reader = impl.SingleWriterShmObjectStorage.create_from_handle(
+            reader_handle(writer, reader_lock))
         readers.append(reader)
         return reader
 
@@ -180,12 +191,26 @@ def test_clear_then_old_handles_fail(store_factory, attach):
         reader.get(*old)
 
 
-def test_writer_get_does_not_count(store_factory):
+def test_lockless_writer_get_does_not_count(store_factory):
+    """vLLM's sender has no reader lock: its own reads are no reader's."""
     writer = store_factory(n_readers=1)
     address, monotonic_id = writer.put("k", 1)
     assert writer.get(address, monotonic_id) == 1
     writer.free_unused()
     assert writer.is_cached("k")
+
+
+def test_writer_with_lock_counts_its_gets_as_the_seed(store_factory, reader_lock):
+    """FINDINGS #6: with the readers' lock, a writer's get is one read (as in
+    the seed; vLLM's tests make objects reclaimable that way)."""
+    writer = store_factory(n_readers=2, lock=reader_lock)
+    address, monotonic_id = writer.put("k", 1)
+    assert writer.get(address, monotonic_id) == 1
+    writer.free_unused()
+    assert writer.is_cached("k")  # one read of two
+    assert writer.get(address, monotonic_id) == 1
+    writer.free_unused()
+    assert not writer.is_cached("k")
 
 
 def test_lock_is_required_for_readers(impl, store_factory):
@@ -278,10 +303,19 @@ class TestBadPuts:
             writer.put("k", b"x" * 1000)
         assert writer.key_index == {}
 
-    @pytest.mark.parametrize("value", [object(), {1, 2}, 2**70, lambda: 1])
-    def test_unserializable_values(self, store_factory, value):
+    @pytest.mark.parametrize("value", [object(), {1, 2}, lambda: 1, [1, {"a": {2}}]])
+    def test_unstorable_types_are_type_errors(self, store_factory, is_refimpl, value):
+        """The default serde names the type it cannot store (the seed module
+        shares refimpl's serde, so this holds on both)."""
         writer = store_factory()
-        with pytest.raises(ValueError):
+        with pytest.raises(TypeError, match="cannot store a (object|set|function)"):
+            writer.put("k", value)
+        assert writer.key_index == {} and writer.ring_buffer.metadata == {}
+
+    @pytest.mark.parametrize("value", [2**64, -(2**63) - 1, [2**70]])
+    def test_ints_beyond_64_bits_are_value_errors(self, store_factory, value):
+        writer = store_factory()
+        with pytest.raises(ValueError, match=r"ints in \[-2\*\*63, 2\*\*64\)"):
             writer.put("k", value)
         assert writer.key_index == {} and writer.ring_buffer.metadata == {}
 
@@ -356,7 +390,8 @@ def test_readers_in_other_processes(impl_name, store_factory):
     for i in range(10):
         writer.put(f"k{i}", {"i": i, "blob": bytes([i]) * 100})
         handles.append(handle_of(writer, f"k{i}"))
-    readers = [ReaderProcess(impl_name, writer.handle()) for _ in range(3)]
+    storage_handle = reader_handle(writer, mp.get_context("spawn").Lock())
+    readers = [ReaderProcess(impl_name, storage_handle) for _ in range(3)]
     try:
         for reader in readers:
             for handle in handles:
@@ -372,14 +407,14 @@ def test_readers_in_other_processes(impl_name, store_factory):
     assert writer.key_index == {}  # every object read by all three: all reclaimed
 
 
-def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refimpl):
+def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refimpl, reader_lock):
     """A reader killed while it holds a read open: no segment is leaked, and
     the object stays pinned (its count never reached n_readers)."""
     if not is_refimpl:
         pytest.skip("uses refimpl's split read to stop a reader mid-read")
     writer = store_factory(n_readers=1)
     writer.put("k", "v")
-    reader = ReaderProcess(impl_name, writer.handle())
+    reader = ReaderProcess(impl_name, reader_handle(writer, reader_lock))
     try:
         assert reader.call("begin", *handle_of(writer, "k"))[0] == "ok"
         os.kill(reader.process.pid, signal.SIGKILL)
