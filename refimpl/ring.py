@@ -149,7 +149,7 @@ class SingleWriterShmRingBuffer:
         buf = self._buf()
         address = check_int("address", address, low=0)
         offset = self._offset(address)
-        chunk_id, size = self.read_header(address)
+        chunk_id, size = HEADER.unpack_from(buf, offset)
         room = self.data_buffer_size - (offset - self.DATA_OFFSET)
         if not self.MD_SIZE <= size <= room:
             raise ValueError(

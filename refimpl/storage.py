@@ -293,7 +293,7 @@ class SingleWriterShmObjectStorage:
             + address.to_bytes(8, "little", signed=False)
             + monotonic_id.to_bytes(4, "little", signed=False)
         )
-        return hmac.new(self.ring_buffer.get_auth_secret(), message, hashlib.sha256).digest()
+        return hmac.digest(self.ring_buffer.get_auth_secret(), message, "sha256")
 
     # -- counts ------------------------------------------------------------------
 
