@@ -36,6 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench import copies
 from bench.common import load, median, progress, ratio
 
 CTX = mp.get_context("spawn")
@@ -395,6 +396,7 @@ def profiles(config: StoreConfig, seed_impl: ModuleType | None
     return rows
 
 def run(config: StoreConfig, seed_impl: ModuleType | None) -> dict[str, Any]:
-    return {"throughput": measure(config, seed_impl), "profile": profiles(config, seed_impl)}
+    return {"throughput": measure(config, seed_impl), "profile": profiles(config, seed_impl),
+            "copies": copies.run(seed_impl)}
 
 Loader = Callable[[], ModuleType]
