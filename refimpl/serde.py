@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 
 class ObjectSerde(ABC):

@@ -316,7 +316,7 @@ class SingleWriterShmObjectStorage:
         """
         if id in self._touched:
             return False
-        (reader_count,) = COUNT.unpack_from(buf)
+        reader_count: int = COUNT.unpack_from(buf)[0]
         owed = (self.writer_flag[id] * self.n_readers - reader_count) % 2**32
         return owed == 0 or owed >= 2**31
 

@@ -263,6 +263,24 @@ def test_writer_counts_its_gets_only_with_the_readers_lock(
     assert all(writer.is_cached(key) for key, *_ in first)
 
 
+def test_upstream_overflow_assertions_hold_without_eviction(
+    impl: ModuleType, ring_factory: Any
+) -> None:
+    """Why test_buffer_overflow_and_cleanup does not depend on FINDINGS #6:
+    its two count assertions, restated, also hold on a writer whose gets
+    evict nothing (no lock), where the second round stores 0 objects."""
+    writer = impl.SingleWriterShmObjectStorage(
+        MAX_OBJECT, N_READERS, ring_factory(RING_BYTES))
+    stored = fill(writer, 0)
+    accessible = sum(writer.get(a, i) == v for _k, v, a, i in stored for _ in range(N_READERS))
+    assert accessible == N_READERS * len(stored)  # upstream counts once per object
+    accessible = len(stored)
+    second = fill(writer, len(stored))
+    stored += second
+    accessible += sum(writer.get(a, i) == v for _k, v, a, i in stored)
+    assert second == [] and accessible >= len(stored)  # passes with nothing evicted
+
+
 def test_invalid_handles_on_the_writer(storage: Any) -> None:
     """test_invalid_get_operations: an address with no chunk, and a wrong id,
     raise ValueError (the latter "has been modified or is invalid")."""
