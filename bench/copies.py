@@ -17,6 +17,7 @@ back with `bytes(view)`.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import multiprocessing as mp
 import tracemalloc
 from collections.abc import Callable
@@ -32,6 +33,8 @@ KINDS = {"bytes": bytes(SIZE), "str (msgpack)": "x" * SIZE}
 
 def _peak(call: Callable[[], Any]) -> tuple[int, Any]:
     """(peak bytes allocated during the call, its result)."""
+    gc.collect()
+    gc.disable()  # no collection (and no finalizer) inside the measured call
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
@@ -39,6 +42,7 @@ def _peak(call: Callable[[], Any]) -> tuple[int, Any]:
         return tracemalloc.get_traced_memory()[1] - base, result
     finally:
         tracemalloc.stop()
+        gc.enable()
 
 
 def store_copies(impl: ModuleType, value: Any) -> int:
