@@ -18,7 +18,9 @@ built WITH the readers' lock, so that its own `get` counts as a read
 from __future__ import annotations
 
 import dataclasses
+import gc
 import multiprocessing as mp
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -88,6 +90,18 @@ def test_reader_ring_opens_the_writers_segment(impl: ModuleType, ring_factory: A
         assert reader.shared_memory.name == writer.shared_memory.name
     finally:
         reader.close()
+
+
+def test_dropping_a_writer_ring_unlinks_its_segment(impl: ModuleType) -> None:
+    """The pre-signature tests' tearDown only drops the ring (`del`): its
+    `__del__` must close and unlink the segment (the leak guard also checks)."""
+    ring = impl.SingleWriterShmRingBuffer(4096, create=True)
+    path = Path("/dev/shm") / ring.shared_memory.name.lstrip("/")
+    reader = impl.SingleWriterShmRingBuffer(*ring.handle())
+    assert path.exists()
+    del ring, reader
+    gc.collect()
+    assert not path.exists()
 
 
 def test_bytes_written_through_access_buf_read_back(ring_factory: Any) -> None:
