@@ -383,6 +383,43 @@ def test_validation_survives_python_O(tmp_path):
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
 
+_DASH_O_HANDLES = """
+import dataclasses, multiprocessing as mp, refimpl
+ring = refimpl.SingleWriterShmRingBuffer(1024, create=True)
+try:
+    writer = refimpl.SingleWriterShmObjectStorage(256, 1, ring)
+    reader = refimpl.SingleWriterShmObjectStorage.create_from_handle(
+        dataclasses.replace(writer.handle(), reader_lock=mp.Lock()))
+    a, i = writer.put("k", b"v")
+    sig = writer.get_signature("k")
+    bad = [(a, i, sig, "other"), (-1, i, sig, "k"), (a, 2**32, sig, "k"), (a, i, [True] * 32, "k"),
+           (a, i, sig[:-1], "k"), (1.0, i, sig, "k"), (a, i, sig, None), (a, i, [256] * 32, "k")]
+    for handle in bad:
+        try:
+            reader.get(*handle)
+        except ValueError:
+            continue
+        raise SystemExit("accepted %r" % (handle,))
+    for key in (1, None):
+        try:
+            writer.put(key, 1)
+        except ValueError:
+            continue
+        raise SystemExit("accepted key %r" % (key,))
+    reader.close()
+finally:
+    ring.close()
+print("ok")
+"""
+
+
+def test_bad_handles_and_keys_are_value_errors_under_python_O() -> None:
+    """The storage's checks are not asserts either (refimpl's code, run under -O)."""
+    run = subprocess.run([sys.executable, "-O", "-c", _DASH_O_HANDLES], capture_output=True,
+                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
 def test_readers_in_other_processes(impl_name, store_factory):
     """Three spawned readers attach by handle, read every object and count."""
     writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
