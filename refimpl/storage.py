@@ -198,11 +198,18 @@ class SingleWriterShmObjectStorage:
 
     def get_copy(self, read: Read) -> None:
         """Deserialize the object; a failure is kept for get_end to report."""
+        payload = read.view[self.flag_bytes :]
         try:
-            read.value = self.ser_de.deserialize(read.view[self.flag_bytes :])
+            read.value = self.ser_de.deserialize(payload)
         except Exception as exc:  # reported by get_end, after the read is counted
-            # Keep the error, not its frames: they would pin views of the segment.
             read.error = exc.with_traceback(None)
+        finally:
+            # Frames of a failed deserialize (also of the errors it chains)
+            # would keep `payload`, and with it the segment, mapped.
+            try:
+                payload.release()
+            except BufferError:  # the value still uses these bytes, as the seed allows
+                pass
         read.copied = True
 
     def get_end(self, read: Read) -> Any:

@@ -462,6 +462,37 @@ def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refim
     assert writer.is_cached("k")
 
 
+class ChainingSerde:
+    """Fails to read with a chained error, whose traceback keeps the frame
+    (and the view of the segment) that deserialize was given."""
+
+    def serialize(self, value):
+        return b"x", 1, b"", 0
+
+    def deserialize(self, data):
+        try:
+            raise KeyError("inner")
+        except KeyError as exc:
+            raise ValueError("outer") from exc
+
+
+def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_lock, is_refimpl):
+    """The view given to a failed deserialize is released, even if its frame
+    lives on in a chained error: the reader can close (FINDINGS #9a: in the
+    seed, close then raises BufferError)."""
+    if not is_refimpl:
+        pytest.skip("the seed keeps the view (FINDINGS #9a)")
+    writer = store_factory()
+    writer.put("k", "v")
+    handle = dataclasses.replace(writer.handle(), serde_class=ChainingSerde,
+                                 reader_lock=reader_lock)
+    reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+    with pytest.raises(ValueError, match="outer") as failure:
+        reader.get(*handle_of(writer, "k"))
+    assert isinstance(failure.value.__cause__, KeyError)  # the chained error is still alive
+    reader.close()  # must not raise BufferError
+
+
 def test_concurrent_reader_threads_count_exactly(store_factory, attach):
     """The reader lock makes increments from many threads exact."""
     writer = store_factory(n_readers=8)
