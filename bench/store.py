@@ -58,7 +58,7 @@ class StoreConfig:
     def batch(self, size: int) -> int:
         return max(self.batch_min, min(self.batch_max, self.batch_bytes // size))
 
-FULL = StoreConfig(SIZES, (1, 3), reps=9, rounds=3, batch_bytes=32 << 20, batch_min=8,
+FULL = StoreConfig(SIZES, (1, 3), reps=15, rounds=3, batch_bytes=8 << 20, batch_min=8,
                    batch_max=1000, profile_ops=2000)
 QUICK = StoreConfig({"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10}, (1, 2), reps=2, rounds=1,
                     batch_bytes=256 << 10, batch_min=4, batch_max=100, profile_ops=100)
