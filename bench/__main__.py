@@ -31,7 +31,7 @@ NOTES = [
     "interpreter spends its time, not as exact costs.",
     "At 1 MiB a put+get is two memcpys for refimpl, the seed and the plain copy alike "
     "(copies table); their ratio there is decided by the machine's memory traffic and "
-    "other load, and moves by tens of percent between runs on a shared machine.",
+    "other load: compare it with the spread of the samples.",
 ]
 
 

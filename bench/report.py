@@ -29,7 +29,8 @@ def store_tables(store: dict[str, Any]) -> list[str]:
     out = ["### put+get: refimpl vs the seed vs a plain copy into shared memory", "",
            "One put (with its signed handle) and one get by every reader per object; "
            "readers are separate processes. Median of interleaved repetitions; "
-           "ratios are of put+get/s.", ""]
+           "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
+           "noise).", ""]
     copy_rows = store.get("copies", [])
     value_copies = next((c for c in copy_rows if c["kind"] == "bytes"), {})
     body = []
@@ -41,6 +42,7 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             str(n_readers), size,
             _num(ref["ops_per_s"]), _num(seed["ops_per_s"]) if seed else "-",
             f"**{ref['vs_seed']:.2f}**" if seed else "-",
+            f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
             f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
             f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
             _num(ref["mb_per_s"]), _num(plain["mb_per_s"]) if plain else "-",
@@ -48,7 +50,8 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
         ])
     out += _table(["readers", "value", "refimpl put+get/s", "seed put+get/s",
-                   "refimpl / seed", "refimpl put / get µs", "seed put / get µs",
+                   "refimpl / seed", "spread refimpl / seed", "refimpl put / get µs",
+                   "seed put / get µs",
                    "refimpl MB/s", "plain copy MB/s", "refimpl / plain",
                    "copies refimpl/seed/plain"], body)
     if copy_rows:
