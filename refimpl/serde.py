@@ -47,9 +47,10 @@ def _refuse(obj: Any) -> Any:
 class MsgpackSerde(ObjectSerde):
     """The default serde: the values msgpack knows (see `ACCEPTS`).
 
-    A bytes-like value is stored as it is (metadata `RAW`): the put copies it
-    once into the segment and the read once out, with no packing step; any
-    other value is packed by msgpack (metadata `MSGPACK`). Reading checks
+    A non-empty bytes-like value is stored as it is (metadata `RAW`): the put
+    copies it once into the segment and the read once out, with no packing
+    step; any other value is packed by msgpack (metadata `MSGPACK`), so the
+    data is never empty (the seed's put fails on 0 data bytes, FINDINGS #3). Reading checks
     that the payload is exactly one msgpack object (msgpack raises on
     trailing or missing bytes), so a reader can tell an object from bytes
     that are not one.
@@ -59,7 +60,8 @@ class MsgpackSerde(ObjectSerde):
         if isinstance(value, (bytes, bytearray, memoryview)):
             if isinstance(value, memoryview):
                 value = value.cast("B") if value.c_contiguous else value.tobytes()
-            return value, len(value), _RAW_MD, 1
+            if len(value):
+                return value, len(value), _RAW_MD, 1
         payload = msgpack.packb(value, use_bin_type=True, default=_refuse)
         return payload, len(payload), _MSGPACK_MD, 1
 

@@ -41,6 +41,15 @@ def test_accepted_values_come_back_equal(value: Any) -> None:
     assert roundtrip(value) == value
 
 
+def test_data_is_never_empty() -> None:
+    """An empty bytes-like is packed, not stored raw: the seed's put fails on
+    0 data bytes (FINDINGS #3), and the seed module shares this serde."""
+    for value in (b"", bytearray(), memoryview(b""), ""):
+        data, data_bytes, _metadata, _md_bytes = SERDE.serialize(value)
+        assert data_bytes == len(data) > 0
+        assert roundtrip(value) == (b"" if not isinstance(value, str) else "")
+
+
 def test_tuples_come_back_as_lists_and_bytes_likes_as_bytes() -> None:
     """Documented in refimpl.serde.ACCEPTS: msgpack has one array type and one bin type."""
     assert roundtrip((1, (2, "x"))) == [1, [2, "x"]]
