@@ -30,7 +30,9 @@ def store_tables(store: dict[str, Any]) -> list[str]:
            "One put (with its signed handle) and one get by every reader per object; "
            "readers are separate processes. Median of interleaved repetitions; "
            "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
-           "noise).", ""]
+           "noise). CPU µs = CPU time of one put plus its gets in every reader (median), "
+           "which time-slicing on a busy machine does not inflate; its ratio is a rate "
+           "ratio too (seed's CPU per object over refimpl's).", ""]
     copy_rows = store.get("copies", [])
     value_copies = next((c for c in copy_rows if c["kind"] == "bytes"), {})
     body = []
@@ -43,6 +45,8 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             _num(ref["ops_per_s"]), _num(seed["ops_per_s"]) if seed else "-",
             f"**{ref['vs_seed']:.2f}**" if seed else "-",
             f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
+            f"{ref['cpu_us']:.1f} / {seed['cpu_us']:.1f}" if seed else f"{ref['cpu_us']:.1f}",
+            f"**{ref['cpu_vs_seed']:.2f}**" if seed else "-",
             f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
             f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
             _num(ref["mb_per_s"]), _num(plain["mb_per_s"]) if plain else "-",
@@ -50,8 +54,8 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
         ])
     out += _table(["readers", "value", "refimpl put+get/s", "seed put+get/s",
-                   "refimpl / seed", "spread refimpl / seed", "refimpl put / get µs",
-                   "seed put / get µs",
+                   "refimpl / seed", "spread refimpl / seed", "CPU µs refimpl / seed",
+                   "seed CPU / refimpl CPU", "refimpl put / get µs", "seed put / get µs",
                    "refimpl MB/s", "plain copy MB/s", "refimpl / plain",
                    "copies refimpl/seed/plain"], body)
     if copy_rows:
