@@ -380,7 +380,8 @@ class SingleWriterShmObjectStorage:
 def _byte_parts(metadata: Any, data: Any, md_bytes: Any, data_bytes: Any) -> list[Any]:
     """The serializer's output as the byte strings to copy, in order, after
     checking it: everything that can fail is checked before the allocation.
-    Nothing is copied here: memoryviews are only recast to bytes."""
+    Nothing is copied here: memoryviews are recast to bytes (a copy only if
+    not contiguous)."""
     parts = [metadata, *data] if type(data) is list else [metadata, data]
     for i, part in enumerate(parts):
         if not isinstance(part, BYTES_LIKE):
