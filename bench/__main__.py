@@ -29,6 +29,9 @@ NOTES = [
     "them out (`bytes(view)`), over the same processes and pipes: the physical limit.",
     "cProfile's own overhead inflates Python-level steps; read the shares as where the "
     "interpreter spends its time, not as exact costs.",
+    "At 1 MiB a put+get is two memcpys for refimpl, the seed and the plain copy alike "
+    "(copies table); their ratio there is decided by the machine's memory traffic and "
+    "other load: compare it with the spread of the samples.",
 ]
 
 

@@ -29,7 +29,12 @@ def store_tables(store: dict[str, Any]) -> list[str]:
     out = ["### put+get: refimpl vs the seed vs a plain copy into shared memory", "",
            "One put (with its signed handle) and one get by every reader per object; "
            "readers are separate processes. Median of interleaved repetitions; "
-           "ratios are of put+get/s.", ""]
+           "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
+           "noise). CPU µs = CPU time of one put plus its gets in every reader (median), "
+           "which time-slicing on a busy machine does not inflate; its ratio is a rate "
+           "ratio too (seed's CPU per object over refimpl's).", ""]
+    copy_rows = store.get("copies", [])
+    value_copies = next((c for c in copy_rows if c["kind"] == "bytes"), {})
     body = []
     for n_readers, size in dict.fromkeys((r["readers"], r["size"]) for r in rows):
         ref, seed, plain = (by.get((n_readers, size, c)) for c in ("refimpl", "seed", "plain"))
@@ -39,14 +44,28 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             str(n_readers), size,
             _num(ref["ops_per_s"]), _num(seed["ops_per_s"]) if seed else "-",
             f"**{ref['vs_seed']:.2f}**" if seed else "-",
+            f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
+            f"{ref['cpu_us']:.1f} / {seed['cpu_us']:.1f}" if seed else f"{ref['cpu_us']:.1f}",
+            f"**{ref['cpu_vs_seed']:.2f}**" if seed else "-",
             f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
             f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
             _num(ref["mb_per_s"]), _num(plain["mb_per_s"]) if plain else "-",
             f"{ref['vs_plain']:.3f}" if plain else "-",
+            "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
         ])
     out += _table(["readers", "value", "refimpl put+get/s", "seed put+get/s",
-                   "refimpl / seed", "refimpl put / get µs", "seed put / get µs",
-                   "refimpl MB/s", "plain copy MB/s", "refimpl / plain"], body)
+                   "refimpl / seed", "spread refimpl / seed", "CPU µs refimpl / seed",
+                   "seed CPU / refimpl CPU", "refimpl put / get µs", "seed put / get µs",
+                   "refimpl MB/s", "plain copy MB/s", "refimpl / plain",
+                   "copies refimpl/seed/plain"], body)
+    if copy_rows:
+        out += ["", "### Copies of a value from put to a reader's object", "",
+                "Counted by `bench/copies.py` (tracemalloc, one 1 MiB put and get): value-sized "
+                "peak allocations in put and get, plus the one write into the segment. "
+                "The physical limit is 2: one copy in, one out.", ""]
+        out += _table(["value", "refimpl", "seed", "plain copy"],
+                      [[c["kind"], *(str(c.get(k, "-")) for k in ("refimpl", "seed", "plain"))]
+                       for c in copy_rows])
     profile = store.get("profile", [])
     if profile:
         out += ["", "### Where the time goes (cProfile self time, share of put+get)", ""]

@@ -36,6 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench import copies
 from bench.common import load, median, progress, ratio
 
 CTX = mp.get_context("spawn")
@@ -57,7 +58,7 @@ class StoreConfig:
     def batch(self, size: int) -> int:
         return max(self.batch_min, min(self.batch_max, self.batch_bytes // size))
 
-FULL = StoreConfig(SIZES, (1, 3), reps=7, rounds=3, batch_bytes=8 << 20, batch_min=8,
+FULL = StoreConfig(SIZES, (1, 3), reps=15, rounds=3, batch_bytes=8 << 20, batch_min=8,
                    batch_max=1000, profile_ops=2000)
 QUICK = StoreConfig({"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10}, (1, 2), reps=2, rounds=1,
                     batch_bytes=256 << 10, batch_min=4, batch_max=100, profile_ops=100)
@@ -114,10 +115,10 @@ def _attach(impl_name: str, handle: Any, lock: Any) -> Any:
 def _close(reader: Any) -> None:
     reader.close()
 
-def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int]:
-    """Read every handle; returns (seconds, total bytes read)."""
+def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int, float]:
+    """Read every handle; returns (seconds, total bytes read, CPU seconds)."""
     total = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if isinstance(reader, shared_memory.SharedMemory):
         buf = reader.buf
         for offset, size in handles:
@@ -126,7 +127,7 @@ def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int]:
         get = reader.get
         for address, monotonic_id, signature, key in handles:
             total += len(get(address, monotonic_id, signature, key))
-    return time.perf_counter() - start, total
+    return time.perf_counter() - start, total, time.process_time() - cpu
 
 class Readers:
     """R reader processes, stopped (and killed if need be) on close."""
@@ -226,17 +227,19 @@ class PlainWriter:
         self.memory.close()
 
 def _round(writer: Any, readers: Readers, tag: str, value: bytes, batch: int
-           ) -> tuple[float, float, float]:
-    """One round: (round seconds, writer seconds, slowest reader's seconds)."""
-    start = time.perf_counter()
+           ) -> tuple[float, float, float, float]:
+    """One round: (round seconds, writer seconds, slowest reader's seconds, CPU
+    seconds of the writer's puts plus every reader's gets)."""
+    start, cpu = time.perf_counter(), time.process_time()
     handles = writer.put_batch(value, batch)
-    put_s = time.perf_counter() - start
+    put_s, put_cpu = time.perf_counter() - start, time.process_time() - cpu
     answers = readers.broadcast("get", tag, handles)
     round_s = time.perf_counter() - start
-    for _seconds, total in answers:
+    for _seconds, total, _cpu in answers:
         if total != batch * len(value):
             raise RuntimeError(f"{tag}: a reader read {total} bytes, expected {batch * len(value)}")
-    return round_s, put_s, max(seconds for seconds, _ in answers)
+    return (round_s, put_s, max(answer[0] for answer in answers),
+            put_cpu + sum(answer[2] for answer in answers))
 
 def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str, Any]]:
     """Every (readers, size, contender): median put+get/s, MB/s and ratios."""
@@ -263,20 +266,19 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
                         readers.broadcast("attach", name, "plain" if impl is None else name,
                                           writer.reader_handle())
                         per_size.callback(_detach, readers, name)
-                    samples: dict[str, list[tuple[float, float, float]]] = {
-                        name: [] for name in contenders}
+                    samples: dict[str, list[list[float]]] = {name: [] for name in contenders}
                     for name in contenders:  # warm-up, not measured
                         _round(writers[name], readers, name, value, batch)
                     for rep in range(config.reps):
                         order = contenders[rep % len(contenders):] + contenders[
                             : rep % len(contenders)]
                         for name in order:
-                            total = [0.0, 0.0, 0.0]
+                            total = [0.0, 0.0, 0.0, 0.0]
                             for _ in range(config.rounds):
                                 for i, part in enumerate(
                                         _round(writers[name], readers, name, value, batch)):
                                     total[i] += part
-                            samples[name].append((total[0], total[1], total[2]))
+                            samples[name].append(total)
                         progress(f"store: {n_readers} reader(s), {label}, "
                                  f"repetition {rep + 1}/{config.reps}")
                     ops = batch * config.rounds
@@ -289,6 +291,9 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
                             "mb_per_s": ops * size / median(rounds) / 1e6,
                             "put_us": median([s[1] for s in samples[name]]) / ops * 1e6,
                             "get_us": median([s[2] for s in samples[name]]) / ops * 1e6,
+                            # CPU time of one put and its n_readers gets: what a
+                            # busy machine's time-slicing does not inflate
+                            "cpu_us": median([s[3] for s in samples[name]]) / ops * 1e6,
                             # spread: fastest over slowest sample
                             "spread": min(rounds) / max(rounds),
                         })
@@ -307,6 +312,7 @@ def _add_ratios(rows: list[dict[str, Any]]) -> None:
             base = by_key.get((*key, other))
             if base is not None and other != row["contender"]:
                 row[f"vs_{other}"] = ratio(row["ops_per_s"], base["ops_per_s"])
+                row[f"cpu_vs_{other}"] = ratio(base["cpu_us"], row["cpu_us"])
 
 # -- where the time goes ----------------------------------------------------------
 
@@ -395,6 +401,7 @@ def profiles(config: StoreConfig, seed_impl: ModuleType | None
     return rows
 
 def run(config: StoreConfig, seed_impl: ModuleType | None) -> dict[str, Any]:
-    return {"throughput": measure(config, seed_impl), "profile": profiles(config, seed_impl)}
+    return {"throughput": measure(config, seed_impl), "profile": profiles(config, seed_impl),
+            "copies": copies.run(seed_impl)}
 
 Loader = Callable[[], ModuleType]

@@ -149,13 +149,19 @@ class SingleWriterShmRingBuffer:
         The id and size are read from the segment as they are now; checking
         the id against the one expected is the caller's job.
         """
+        data_view, header = self.chunk_view(address)
+        with data_view:
+            yield data_view, header
+
+    def chunk_view(self, address: int) -> tuple[memoryview, tuple[int, int]]:
+        """`access_buf` without the context manager, for a view held across
+        steps (a read in flight): the caller releases the view."""
         buf = self._buf()
         offset = check_chunk_address(address, self.data_buffer_size, self.MD_SIZE)
         chunk_id, size = HEADER.unpack_from(buf, self.DATA_OFFSET + offset)
         check_chunk_size(address, size, self.data_buffer_size - offset, self.MD_SIZE)
         offset += self.DATA_OFFSET
-        with buf[offset + self.MD_SIZE : offset + size] as data_view:
-            yield data_view, (chunk_id, size)
+        return buf[offset + self.MD_SIZE : offset + size], (chunk_id, size)
 
     def free_buf(
         self,

@@ -1,11 +1,17 @@
-"""Serializers: how a value becomes the ``[metadata][payload]`` of an object."""
+"""Serializers: how a value becomes the ``[metadata][payload]`` of an object.
+
+A caller may pass any `ObjectSerde` subclass as ``serde_class=`` (vLLM
+passes its own); `MsgpackSerde` is only the default.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
+
+from refimpl.validate import BadArgumentType
 
 
 class ObjectSerde(ABC):
@@ -20,41 +26,58 @@ class ObjectSerde(ABC):
         raise NotImplementedError
 
 
-class MsgpackSerde(ObjectSerde):
-    """msgpack payload; the metadata is the payload's length as a msgpack int,
-    so a reader can tell a well-formed object from bytes that are not one."""
+# The 1-byte metadata says how the payload is stored.
+MSGPACK, RAW = 0, 1
+_MSGPACK_MD, _RAW_MD = bytes([MSGPACK]), bytes([RAW])
+ACCEPTS = (
+    "None, bool, int in [-2**63, 2**64), float, str, bytes, bytearray, memoryview, "
+    "and lists, tuples and dicts of these (tuples come back as lists, bytes-likes "
+    "as bytes; dict keys must be hashable once read back: str, bytes, int, float, "
+    "bool or None)"
+)
 
-    def serialize(self, value: Any) -> tuple[bytes, int, bytes, int]:
-        try:
-            payload = msgpack.packb(value, use_bin_type=True)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(
-                f"msgpack cannot serialize a {type(value).__name__}: {exc}"
-            ) from exc
-        header = msgpack.packb(len(payload))
-        return payload, len(payload), header, len(header)
+
+def _refuse(obj: Any) -> Any:
+    """msgpack's hook for what it cannot pack: refuse, naming the type."""
+    if isinstance(obj, int):  # msgpack asks about ints beyond 64 bits too
+        raise ValueError(
+            f"MsgpackSerde stores ints in [-2**63, 2**64), not {obj.bit_length()}-bit ones"
+        )
+    # A TypeError naming the type that is also a ValueError: vLLM's sender catches only
+    # ValueError/MemoryError from put and then sends the item inline.
+    raise BadArgumentType(
+        f"MsgpackSerde cannot store a {type(obj).__name__}; it stores {ACCEPTS}"
+    )
+
+
+class MsgpackSerde(ObjectSerde):
+    """The default serde: the values msgpack knows (see `ACCEPTS`).
+
+    A non-empty bytes-like value is stored as it is (metadata `RAW`): the put
+    copies it once into the segment and the read once out, with no packing
+    step; any other value is packed by msgpack (metadata `MSGPACK`), so the
+    data is never empty (the seed's put fails on 0 data bytes, FINDINGS #3). Reading checks
+    that the payload is exactly one msgpack object (msgpack raises on
+    trailing or missing bytes), so a reader can tell an object from bytes
+    that are not one.
+    """
+
+    def serialize(self, value: Any) -> tuple[Any, int, bytes, int]:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            if isinstance(value, memoryview):
+                value = value.cast("B") if value.c_contiguous else value.tobytes()
+            if len(value):
+                return value, len(value), _RAW_MD, 1
+        payload = msgpack.packb(value, use_bin_type=True, default=_refuse)
+        return payload, len(payload), _MSGPACK_MD, 1
 
     def deserialize(self, data: memoryview) -> Any:
+        kind = data[0] if len(data) else None
+        if kind == RAW:
+            return bytes(data[1:])
+        if kind != MSGPACK:
+            raise ValueError(f"corrupt object in shared memory: metadata {kind!r} is no serde's")
         try:
-            start, length = _read_length(data)
-            if start + length != len(data):
-                raise ValueError(f"payload length {length} does not match the object")
-            with memoryview(data)[start:] as payload:  # unpacked in place: no extra copy
-                return msgpack.unpackb(payload, raw=False, strict_map_key=False)
-        except (msgpack.UnpackException, ValueError, IndexError) as exc:
-            raise ValueError(f"corrupt object in shared memory: {exc}") from exc
-
-
-# msgpack's unsigned int encodings: first byte -> number of bytes that follow
-_UINT_WIDTHS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
-
-
-def _read_length(data: memoryview) -> tuple[int, int]:
-    """The payload length in the metadata: (payload offset, length)."""
-    first = data[0]
-    if first < 0x80:  # positive fixint
-        return 1, first
-    width = _UINT_WIDTHS.get(first)
-    if width is None:
-        raise ValueError(f"metadata does not start with a length (byte {first:#x})")
-    return 1 + width, int.from_bytes(data[1 : 1 + width], "big")
+            return msgpack.unpackb(data[1:], raw=False, strict_map_key=False)
+        except (ValueError, TypeError) as exc:  # msgpack's errors are ValueErrors
+            raise ValueError(f"object in shared memory cannot be read back: {exc}") from exc

@@ -8,6 +8,11 @@ shared lock. The writer reclaims an object (oldest first) once its count
 reaches ``writer_count * n_readers``, where ``writer_count`` is how many
 times the writer handed the object out, and no `touch` protects it.
 
+As in the seed, what a `get` or `touch` does is decided by whether the
+storage holds the readers' lock, not by `is_writer`: a writer built with the
+lock (as vLLM's tests build it, and as `handle()` needs) counts its own gets
+as reads and validates handles in `touch` (FINDINGS #6).
+
 Each method is one action of ``spec/ShmObjectStorage.tla``; a read is three
 (`get_begin`, `get_copy`, `get_end`) so that tests can interleave the writer
 between them, exactly as the model checker does.
@@ -17,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+import struct
+from dataclasses import dataclass
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
 
@@ -36,6 +41,8 @@ from refimpl.validate import (
 )
 
 SIGNATURE_BYTES = hashlib.sha256().digest_size
+COUNT = struct.Struct("<i")  # an object's reader count: 4 bytes, little-endian, signed
+BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 @dataclass
@@ -53,22 +60,21 @@ HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_cl
                  "reader_lock")
 
 
-@dataclass
+@dataclass(slots=True)
 class Read:
     """One reader's read in flight, between `get_begin` and `get_end`."""
 
     address: int
     monotonic_id: int
     size: int
-    view: memoryview
-    chunk: AbstractContextManager  # the open access_buf; closing it releases `view`
+    view: memoryview  # the chunk's data, from the ring's chunk_view
     value: Any = None
     error: BaseException | None = None
-    copied: bool = field(default=False)
+    copied: bool = False
 
     def close(self) -> None:
         """Release the view of the segment (idempotent)."""
-        self.chunk.__exit__(None, None, None)
+        self.view.release()
 
 
 class SingleWriterShmObjectStorage:
@@ -116,26 +122,32 @@ class SingleWriterShmObjectStorage:
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
         data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
-        parts = _byte_parts(data)
-        if sum(len(part) for part in parts) != data_bytes or len(metadata) != md_bytes:
-            raise ValueError("serializer returned sizes that do not match its bytes")
+        parts = _byte_parts(metadata, data, md_bytes, data_bytes)
         size = self.flag_bytes + md_bytes + data_bytes
         if size > self.max_object_size:
             raise ValueError(
                 f"Serialized object size ({size} bytes) exceeds "
                 f"max object size ({self.max_object_size} bytes)"
             )
+        if size + self.ring_buffer.MD_SIZE > self.ring_buffer.data_buffer_size:
+            # Reclaiming cannot help: refuse before evicting anything (FINDINGS #19).
+            raise MemoryError(
+                f"an object of {size} bytes never fits in a ring of "
+                f"{self.ring_buffer.data_buffer_size} bytes"
+            )
         try:
             address, monotonic_id = self.ring_buffer.allocate_buf(size)
         except MemoryError:
             self.free_unused()
             address, monotonic_id = self.ring_buffer.allocate_buf(size)
-        with self.ring_buffer.access_buf(address) as (view, _):
-            view[: self.flag_bytes] = self.ring_buffer.int2byte(0)
+        view, _ = self.ring_buffer.chunk_view(address)
+        with view:  # one copy of each part into the segment, after a zero count
+            COUNT.pack_into(view, 0, 0)
             position = self.flag_bytes
-            for part in (metadata, *parts):
-                view[position : position + len(part)] = part
-                position += len(part)
+            for part in parts:
+                end = position + len(part)
+                view[position:end] = part
+                position = end
         self.increment_writer_flag(monotonic_id)
         self.key_index[key] = (address, monotonic_id)
         self.id_index[monotonic_id] = key
@@ -199,45 +211,52 @@ class SingleWriterShmObjectStorage:
             check_handle_fields(address, monotonic_id)
         else:
             self.verify_signature(key, address, monotonic_id, signature)
-        chunk = self.ring_buffer.access_buf(address)
-        view, (chunk_id, size) = chunk.__enter__()
+        view, (chunk_id, size) = self.ring_buffer.chunk_view(address)
         try:
             self._check_id(address, monotonic_id, chunk_id)
-        except BaseException:
-            chunk.__exit__(None, None, None)
+        except ValueError:
+            view.release()
             raise
-        return Read(address, monotonic_id, size, view, chunk)
+        return Read(address, monotonic_id, size, view)
 
     def get_copy(self, read: Read) -> None:
         """Deserialize the object; a failure is kept for get_end to report."""
         check_instance("read", read, Read)
-        with read.view[self.flag_bytes :] as payload:
+        payload = read.view[self.flag_bytes :]
+        try:
+            read.value = self.ser_de.deserialize(payload)
+        except Exception as exc:  # reported by get_end, after the read is counted
+            read.error = exc.with_traceback(None)
+        finally:
+            # Frames of a failed deserialize (also of the errors it chains)
+            # would keep `payload`, and with it the segment, mapped.
             try:
-                read.value = self.ser_de.deserialize(payload)
-            except Exception as exc:  # reported by get_end, after the read is counted
-                # Keep the error, not its frames: they would pin views of the segment.
-                read.error = exc.with_traceback(None)
+                payload.release()
+            except BufferError:  # the value still uses these bytes, as the seed allows
+                pass
         read.copied = True
 
     def get_end(self, read: Read) -> Any:
-        """Count the read and return the value.
+        """Count the read (if this storage holds the readers' lock) and return the value.
 
         Under the reader lock, the chunk's header is checked again: if the
         chunk was reclaimed and reused while we copied, the copy may be torn
         or foreign, so we raise ValueError and do not touch the new chunk's
         count. A read whose copy failed is still counted, so that one bad
         read does not pin the chunk (and the FIFO behind it) forever.
+        Without the lock (a writer built as vLLM's sender), nothing is counted.
         """
         check_instance("read", read, Read)
         try:
             if not read.copied:
                 raise ValueError("get_end before get_copy")
-            if self.is_writer:
+            lock = self._reader_lock
+            if lock is None:
                 self._recheck(read)
             else:
-                with hold(self._reader_lock, self.READER_LOCK_TIMEOUT):
+                with hold(lock, self.READER_LOCK_TIMEOUT):
                     self._recheck(read)
-                    self.increment_reader_flag(read.view[: self.flag_bytes])
+                    self.increment_reader_flag(read.view)
         finally:
             read.close()
         if read.error is not None:
@@ -251,9 +270,11 @@ class SingleWriterShmObjectStorage:
         monotonic_id: int = 0,
         signature: list[int] | None = None,
     ) -> None:
-        """Writer: protect `key`'s object from eviction until get_cached or
-        release_touches. Reader: validate the handle without reading it."""
-        if self.is_writer:
+        """Without the readers' lock (vLLM's sender): protect `key`'s object
+        from eviction until get_cached or release_touches. With it (a reader,
+        or a writer holding the lock, as in the seed): validate the handle
+        without reading it."""
+        if self._reader_lock is None:
             if check_key(key) in self.key_index:
                 self._touched.add(self.key_index[key][1])
             return
@@ -297,7 +318,7 @@ class SingleWriterShmObjectStorage:
             + address.to_bytes(8, "little", signed=False)
             + monotonic_id.to_bytes(4, "little", signed=False)
         )
-        return hmac.new(self.ring_buffer.get_auth_secret(), message, hashlib.sha256).digest()
+        return hmac.digest(self.ring_buffer.get_auth_secret(), message, "sha256")
 
     # -- counts ------------------------------------------------------------------
 
@@ -305,10 +326,11 @@ class SingleWriterShmObjectStorage:
         self.writer_flag[id] = self.writer_flag.get(id, 0) + 1
 
     def increment_reader_flag(self, data_view: memoryview) -> None:
-        """Add one read; the 4-byte count wraps instead of overflowing (see
-        default_is_free_check), so a hot object can be read forever."""
-        count = self.ring_buffer.byte2int(data_view)
-        data_view[:] = self.ring_buffer.int2byte((count + 1 + 2**31) % 2**32 - 2**31)
+        """Add one read to the count at the start of `data_view`; the 4-byte
+        count wraps instead of overflowing (see default_is_free_check), so a
+        hot object can be read forever."""
+        (count,) = COUNT.unpack_from(data_view)
+        COUNT.pack_into(data_view, 0, (count + 1 + 2**31) % 2**32 - 2**31)
 
     def default_is_free_check(self, id: int, buf: memoryview) -> bool:
         """Free when not touched and every reader has read every hand-out.
@@ -319,7 +341,7 @@ class SingleWriterShmObjectStorage:
         """
         if id in self._touched:
             return False
-        reader_count = int.from_bytes(buf[: self.flag_bytes], "little", signed=True)
+        reader_count: int = COUNT.unpack_from(buf)[0]
         owed = (self.writer_flag[id] * self.n_readers - reader_count) % 2**32
         return owed == 0 or owed >= 2**31
 
@@ -374,12 +396,23 @@ class SingleWriterShmObjectStorage:
         self._check_id(read.address, read.monotonic_id, chunk_id)
 
 
-def _byte_parts(data: Any) -> list[bytes | memoryview]:
-    """The serializer's data as a list of byte strings, in order."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return [data]
-    if isinstance(data, list) and all(
-        isinstance(part, (bytes, bytearray, memoryview)) for part in data
-    ):
-        return data
-    raise ValueError(f"Unsupported data type for serialization: {type(data)}")
+def _byte_parts(metadata: Any, data: Any, md_bytes: Any, data_bytes: Any) -> list[Any]:
+    """The serializer's output as the byte strings to copy, in order, after
+    checking it: everything that can fail is checked before the allocation.
+    Nothing is copied here: memoryviews are recast to bytes (a copy only if
+    not contiguous)."""
+    parts = [metadata, *data] if type(data) is list else [metadata, data]
+    for i, part in enumerate(parts):
+        if not isinstance(part, BYTES_LIKE):
+            what = "metadata" if i == 0 else "data"
+            raise ValueError(f"Unsupported data type for serialization: {what} is a "
+                             f"{type(part).__name__}, not bytes, a bytes-like or a list of them")
+        if type(part) is memoryview and (part.format != "B" or part.ndim != 1):
+            parts[i] = part.cast("B") if part.c_contiguous else part.tobytes()
+    if (type(md_bytes) is not int or type(data_bytes) is not int
+            or len(parts[0]) != md_bytes or sum(map(len, parts)) - md_bytes != data_bytes):
+        raise ValueError(
+            f"serializer returned sizes ({md_bytes}, {data_bytes}) that do not match "
+            f"its bytes ({len(parts[0])}, {sum(map(len, parts)) - len(parts[0])})"
+        )
+    return parts

@@ -45,7 +45,7 @@ UPSTREAM = ("still present", "fixed", "changed")
 # reaches that a deployment triggers on its own need the vLLM code path that gets there
 REQUIRED = ("id", "title", "severity", "reach", "vllm_path", "upstream", "seed_tests",
             "refimpl_tests", "replay")
-OPTIONAL = ("upstream_note", "refimpl_note")
+OPTIONAL = ("upstream_note", "refimpl_note", "refimpl_kept")
 FAILED = {"fail", "failed", "error"}  # oracle check statuses, compared in lower case
 
 
@@ -66,6 +66,7 @@ class Finding:
     replay: str
     upstream_note: str = ""
     refimpl_note: str = ""
+    refimpl_kept: str = ""  # why refimpl keeps the seed's behaviour on purpose
 
 
 # -- the data file ---------------------------------------------------------------------------
@@ -161,7 +162,10 @@ def xfail_map(findings: Sequence[Finding], repo: Path = REPO) -> dict[str, bool]
 
 
 def refimpl_closes(finding: Finding, xfail: Mapping[str, bool]) -> str:
-    """'yes' / 'no' / 'partly', from the xfail markers of the refimpl tests."""
+    """'yes' / 'no' / 'partly', from the xfail markers of the refimpl tests;
+    'no, kept' where refimpl follows the seed on purpose (its tests pin that)."""
+    if finding.refimpl_kept:
+        return f"no, kept ({finding.refimpl_kept})"
     open_tests = sum(xfail[t] for t in finding.refimpl_tests)
     answer = ("yes" if open_tests == 0 else "no" if open_tests == len(finding.refimpl_tests)
               else "partly")

@@ -181,7 +181,7 @@ def test_writer_killed_mid_put(impl_name):
         finally:
             attached.close()
         outcome, message = reader.call("get", *torn)
-        assert outcome == "ValueError" and "corrupt object" in message, (outcome, message)
+        assert outcome == "ValueError" and "cannot be read back" in message, (outcome, message)
     finally:
         reader.stop()
 

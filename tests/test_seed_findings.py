@@ -33,6 +33,8 @@ from typing import Any
 import msgpack
 import pytest
 
+from refimpl.serde import MsgpackSerde
+
 REPO = Path(__file__).resolve().parents[1]
 DEV_SHM = Path("/dev/shm")
 
@@ -177,8 +179,9 @@ class LyingSerde(PlainSerde):
         return payload, len(payload), header, len(header)
 
 
-class FailFirstRead(PlainSerde):
-    """The first deserialize in the process fails, as a reader's copy can."""
+class FailFirstRead(MsgpackSerde):
+    """The first deserialize in the process fails, as a reader's copy can
+    (the writer's default serde, which both modules share, otherwise)."""
 
     failed: list[bool] = []
 
@@ -192,8 +195,9 @@ class FailFirstRead(PlainSerde):
 HOOKS: list[Callable[[], None]] = []
 
 
-class HookSerde(PlainSerde):
-    """Runs the pending hooks (the writer acting) before copying the object."""
+class HookSerde(MsgpackSerde):
+    """Runs the pending hooks (the writer acting) before copying the object
+    (the writer's default serde, which both modules share, otherwise)."""
 
     def deserialize(self, data: memoryview) -> Any:
         while HOOKS:
@@ -559,15 +563,32 @@ def test_f06_lockless_writer_cannot_share_a_handle_seed(seed: ModuleType, shm: S
         seed.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
 
 
-def test_f06_writer_semantics_follow_is_writer_refimpl(ref: ModuleType, shm: Shm) -> None:
+def test_f06_writer_with_lock_reads_like_a_reader_refimpl(ref: ModuleType, shm: Shm) -> None:
+    """refimpl follows the seed: no vLLM caller is harmed (the sender has no
+    lock and never calls get), and vLLM's test_blocking_unread_object needs it."""
     writer = shm.writer(ref, n_readers=1, lock=Lock())
     address, monotonic_id = writer.put("k", "v")
     assert writer.get(address, monotonic_id) == "v"
-    assert count_of(writer, address) == 0
+    assert count_of(writer, address) == 1
+    writer.free_unused()
+    assert not writer.is_cached("k")
+    with pytest.raises(ValueError, match="signature"):
+        writer.touch("k")
+
+
+def test_f06_lockless_writer_keeps_writer_semantics_refimpl(ref: ModuleType, shm: Shm) -> None:
+    writer = shm.writer(ref, n_readers=1)  # as vLLM's ShmObjectStoreSenderCache
+    address, monotonic_id = writer.put("k", "v")
+    assert writer.get(address, monotonic_id) == "v"
+    assert count_of(writer, address) == 0  # the writer's read is no reader's
+    reader = shm.reader(ref, writer)
+    assert reader.get(address, monotonic_id, writer.get_signature("k"), "k") == "v"
+    writer.touch("k")  # protects: the object owes no read and stays
     writer.free_unused()
     assert writer.is_cached("k")
-    writer.touch("k")
-    assert monotonic_id in writer._touched
+    writer.release_touches()
+    writer.free_unused()
+    assert not writer.is_cached("k")
 
 
 # -- 7. the reader count overflows ---------------------------------------------------------
@@ -912,15 +933,16 @@ def test_seedbuild_module_importable_in_spawned_child(seed: ModuleType, shm: Shm
 
 
 def _segments_left_by_bad_size(mod: ModuleType) -> set[str]:
-    """Segments this process created (shmref.shmtrack, so other processes'
-    segments are not blamed) that the failed constructor left behind."""
-    from shmref import shmtrack
+    """Segments this process created (the leak-guard plugin, which also sees a
+    creation that fails before sizing the segment; other processes' segments
+    are not blamed) that the failed constructor left behind."""
+    import shmleaks
 
-    shmtrack.start()
-    before = shmtrack.created()
+    shmleaks.start()
+    before = shmleaks.created()
     with suppress(Exception):
         mod.SingleWriterShmRingBuffer(64.0, create=True)  # type: ignore[arg-type]
-    left = {n.lstrip("/") for n in shmtrack.created() - before}
+    left = {n.lstrip("/") for n in shmleaks.created() - before}
     left = {n for n in left if (DEV_SHM / n).exists()}
     for name in left:  # clean up what the constructor leaked
         with suppress(FileNotFoundError):
@@ -964,7 +986,6 @@ def test_f15_writer_get_accepts_aliased_addresses_seed(seed: ModuleType, shm: Sh
     assert _writer_get_outcomes(seed, shm, handles) == ["returned 'v'"] * len(handles)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDINGS #15: refimpl's writer get compares ids with ==")
 def test_f15_writer_get_rejects_lookalike_ids_refimpl(ref: ModuleType, shm: Shm) -> None:
     handles = [(0, x) for x in LOOKALIKE_IDS]
     assert _writer_get_outcomes(ref, shm, handles) == ["ValueError"] * len(handles)
@@ -1033,7 +1054,6 @@ def test_f17_unsignable_key_pins_the_ring_seed(seed: ModuleType, shm: Shm) -> No
     assert writer.ring_buffer.monotonic_id_start == 0
 
 
-@pytest.mark.xfail(strict=True, reason="FINDINGS #17: refimpl stores keys it cannot sign")
 def test_f17_unsignable_key_rejected_refimpl(ref: ModuleType, shm: Shm) -> None:
     outcomes, _ = _unsignable_key_then_fill(ref, shm)
     assert outcomes[0] == "ValueError"  # refused before allocating
@@ -1218,7 +1238,6 @@ def test_f19_object_larger_than_the_ring_flushes_the_cache_seed(seed: ModuleType
     assert cached == []  # every cached object was evicted for a put that could never fit
 
 
-@pytest.mark.xfail(strict=True, reason="FINDINGS #19: refimpl evicts before finding it cannot fit")
 def test_f19_object_larger_than_the_ring_refused_first_refimpl(ref: ModuleType, shm: Shm) -> None:
     outcome, cached = _put_larger_than_the_ring(ref, shm)
     assert outcome in ("ValueError", "MemoryError")

@@ -3,6 +3,7 @@ counting and reclamation, and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -16,25 +17,35 @@ from shmref.readers import ReaderProcess
 
 
 @pytest.fixture
-def store_factory(impl, ring_factory):
-    """Writer storages whose rings are cleaned up by ring_factory."""
+def reader_lock():
+    return mp.get_context("spawn").Lock()
 
-    def make(buffer_size=1024, max_object_size=256, n_readers=1, id_max=None):
-        ring = ring_factory(buffer_size, id_max)
-        return impl.SingleWriterShmObjectStorage(
-            max_object_size, n_readers, ring, reader_lock=mp.get_context("spawn").Lock()
-        )
+
+@pytest.fixture
+def store_factory(impl, ring_factory):
+    """Writer storages built as vLLM's sender builds them (no reader lock);
+    their rings are cleaned up by ring_factory."""
+
+    def make(buffer_size=1024, max_object_size=256, n_readers=1, lock=None):
+        ring = ring_factory(buffer_size)
+        return impl.SingleWriterShmObjectStorage(max_object_size, n_readers, ring, reader_lock=lock)
 
     return make
 
 
+def reader_handle(writer, lock):
+    """The writer's handle with the readers' lock, as a reader receives it."""
+    return dataclasses.replace(writer.handle(), reader_lock=lock)
+
+
 @pytest.fixture
-def attach(impl):
+def attach(impl, reader_lock):
     """In-process readers attached through the writer's handle."""
     readers = []
 
     def make(writer):
-        reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
+        reader = impl.SingleWriterShmObjectStorage.create_from_handle(
+            reader_handle(writer, reader_lock))
         readers.append(reader)
         return reader
 
@@ -180,12 +191,26 @@ def test_clear_then_old_handles_fail(store_factory, attach):
         reader.get(*old)
 
 
-def test_writer_get_does_not_count(store_factory):
+def test_lockless_writer_get_does_not_count(store_factory):
+    """vLLM's sender has no reader lock: its own reads are no reader's."""
     writer = store_factory(n_readers=1)
     address, monotonic_id = writer.put("k", 1)
     assert writer.get(address, monotonic_id) == 1
     writer.free_unused()
     assert writer.is_cached("k")
+
+
+def test_writer_with_lock_counts_its_gets_as_the_seed(store_factory, reader_lock):
+    """FINDINGS #6: with the readers' lock, a writer's get is one read (as in
+    the seed; vLLM's tests make objects reclaimable that way)."""
+    writer = store_factory(n_readers=2, lock=reader_lock)
+    address, monotonic_id = writer.put("k", 1)
+    assert writer.get(address, monotonic_id) == 1
+    writer.free_unused()
+    assert writer.is_cached("k")  # one read of two
+    assert writer.get(address, monotonic_id) == 1
+    writer.free_unused()
+    assert not writer.is_cached("k")
 
 
 def test_lock_is_required_for_readers(impl, store_factory):
@@ -278,10 +303,19 @@ class TestBadPuts:
             writer.put("k", b"x" * 1000)
         assert writer.key_index == {}
 
-    @pytest.mark.parametrize("value", [object(), {1, 2}, 2**70, lambda: 1])
-    def test_unserializable_values(self, store_factory, value):
+    @pytest.mark.parametrize("value", [object(), {1, 2}, lambda: 1, [1, {"a": {2}}]])
+    def test_unstorable_types_are_type_errors(self, store_factory, is_refimpl, value):
+        """The default serde names the type it cannot store (the seed module
+        shares refimpl's serde, so this holds on both)."""
         writer = store_factory()
-        with pytest.raises(ValueError):
+        with pytest.raises(TypeError, match="cannot store a (object|set|function)"):
+            writer.put("k", value)
+        assert writer.key_index == {} and writer.ring_buffer.metadata == {}
+
+    @pytest.mark.parametrize("value", [2**64, -(2**63) - 1, [2**70]])
+    def test_ints_beyond_64_bits_are_value_errors(self, store_factory, value):
+        writer = store_factory()
+        with pytest.raises(ValueError, match=r"ints in \[-2\*\*63, 2\*\*64\)"):
             writer.put("k", value)
         assert writer.key_index == {} and writer.ring_buffer.metadata == {}
 
@@ -349,6 +383,43 @@ def test_validation_survives_python_O(tmp_path):
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
 
+_DASH_O_HANDLES = """
+import dataclasses, multiprocessing as mp, refimpl
+ring = refimpl.SingleWriterShmRingBuffer(1024, create=True)
+try:
+    writer = refimpl.SingleWriterShmObjectStorage(256, 1, ring)
+    reader = refimpl.SingleWriterShmObjectStorage.create_from_handle(
+        dataclasses.replace(writer.handle(), reader_lock=mp.Lock()))
+    a, i = writer.put("k", b"v")
+    sig = writer.get_signature("k")
+    bad = [(a, i, sig, "other"), (-1, i, sig, "k"), (a, 2**32, sig, "k"), (a, i, [True] * 32, "k"),
+           (a, i, sig[:-1], "k"), (1.0, i, sig, "k"), (a, i, sig, None), (a, i, [256] * 32, "k")]
+    for handle in bad:
+        try:
+            reader.get(*handle)
+        except ValueError:
+            continue
+        raise SystemExit("accepted %r" % (handle,))
+    for key in (1, None):
+        try:
+            writer.put(key, 1)
+        except ValueError:
+            continue
+        raise SystemExit("accepted key %r" % (key,))
+    reader.close()
+finally:
+    ring.close()
+print("ok")
+"""
+
+
+def test_bad_handles_and_keys_are_value_errors_under_python_O() -> None:
+    """The storage's checks are not asserts either (refimpl's code, run under -O)."""
+    run = subprocess.run([sys.executable, "-O", "-c", _DASH_O_HANDLES], capture_output=True,
+                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
 def test_readers_in_other_processes(impl_name, store_factory):
     """Three spawned readers attach by handle, read every object and count."""
     writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
@@ -356,7 +427,8 @@ def test_readers_in_other_processes(impl_name, store_factory):
     for i in range(10):
         writer.put(f"k{i}", {"i": i, "blob": bytes([i]) * 100})
         handles.append(handle_of(writer, f"k{i}"))
-    readers = [ReaderProcess(impl_name, writer.handle()) for _ in range(3)]
+    storage_handle = reader_handle(writer, mp.get_context("spawn").Lock())
+    readers = [ReaderProcess(impl_name, storage_handle) for _ in range(3)]
     try:
         for reader in readers:
             for handle in handles:
@@ -372,14 +444,14 @@ def test_readers_in_other_processes(impl_name, store_factory):
     assert writer.key_index == {}  # every object read by all three: all reclaimed
 
 
-def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refimpl):
+def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refimpl, reader_lock):
     """A reader killed while it holds a read open: no segment is leaked, and
     the object stays pinned (its count never reached n_readers)."""
     if not is_refimpl:
         pytest.skip("uses refimpl's split read to stop a reader mid-read")
     writer = store_factory(n_readers=1)
     writer.put("k", "v")
-    reader = ReaderProcess(impl_name, writer.handle())
+    reader = ReaderProcess(impl_name, reader_handle(writer, reader_lock))
     try:
         assert reader.call("begin", *handle_of(writer, "k"))[0] == "ok"
         os.kill(reader.process.pid, signal.SIGKILL)
@@ -388,6 +460,37 @@ def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refim
         reader.stop()
     writer.free_unused()
     assert writer.is_cached("k")
+
+
+class ChainingSerde:
+    """Fails to read with a chained error, whose traceback keeps the frame
+    (and the view of the segment) that deserialize was given."""
+
+    def serialize(self, value):
+        return b"x", 1, b"", 0
+
+    def deserialize(self, data):
+        try:
+            raise KeyError("inner")
+        except KeyError as exc:
+            raise ValueError("outer") from exc
+
+
+def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_lock, is_refimpl):
+    """The view given to a failed deserialize is released, even if its frame
+    lives on in a chained error: the reader can close (FINDINGS #9a: in the
+    seed, close then raises BufferError)."""
+    if not is_refimpl:
+        pytest.skip("the seed keeps the view (FINDINGS #9a)")
+    writer = store_factory()
+    writer.put("k", "v")
+    handle = dataclasses.replace(writer.handle(), serde_class=ChainingSerde,
+                                 reader_lock=reader_lock)
+    reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+    with pytest.raises(ValueError, match="outer") as failure:
+        reader.get(*handle_of(writer, "k"))
+    assert isinstance(failure.value.__cause__, KeyError)  # the chained error is still alive
+    reader.close()  # must not raise BufferError
 
 
 def test_concurrent_reader_threads_count_exactly(store_factory, attach):
