@@ -139,11 +139,22 @@ class SingleWriterShmObjectStorage:
         self._require_writer("release touches")
         self._touched.clear()
 
+    def reclaim_target(self) -> int:
+        """Bytes `free_unused` reclaims (at least, unless it meets a pinned chunk).
+
+        A chunk is at most ``T = max_object_size + MD_SIZE`` bytes. A failed
+        allocation may skip at most ``T - 1`` bytes to the next lap and then
+        needs ``T``, and the ring's start moves by at least the bytes freed,
+        so ``2*T - 1`` always makes room (the seed's ``2 * max_object_size``
+        falls short by up to 15 bytes: FINDINGS #11, spec/MCRingBytes).
+        """
+        return 2 * (self.max_object_size + self.ring_buffer.MD_SIZE) - 1
+
     def free_unused(self) -> None:
-        """Reclaim up to 2 * max_object_size bytes of the oldest free objects."""
+        """Reclaim the oldest free objects, up to `reclaim_target` bytes."""
         self._require_writer("free objects")
         freed_ids = self.ring_buffer.free_buf(
-            self.default_is_free_check, 2 * self.max_object_size
+            self.default_is_free_check, self.reclaim_target()
         )
         for freed_id in freed_ids:
             del self.key_index[self.id_index.pop(freed_id)]

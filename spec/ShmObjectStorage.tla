@@ -130,8 +130,13 @@ Split == SPLIT_END /\ FIXED
 \* _validate_monotonic_id: the header at cell p carries the handle's id.
 IdMatches(p, h) == hdr_id[p] = h[3]
 
-\* free_unused's target: 2*max_object_size bytes = 2*MAX_OBJ - 1 units.
-FreeTarget == 2 * MAX_OBJ - 1
+\* free_unused's target.  Seed: 2*max_object_size bytes = 2*MAX_OBJ - 1
+\* units.  refimpl (FIXED): 2*(max_object_size + 8) - 1 = 32*MAX_OBJ - 1
+\* bytes; the free loop compares whole-unit sums (multiples of 16) with it,
+\* so it stops at the same chunk as a target of 2*MAX_OBJ units.  Units are
+\* exact only for chunk sizes that are multiples of 16 (DESIGN.md, Units);
+\* MCRingBytes checks the target byte by byte.
+FreeTarget == IF FIXED THEN 2 * MAX_OBJ ELSE 2 * MAX_OBJ - 1
 
 IdleRead == [st |-> "idle", h |-> NoHandle, pos |-> 0, size |-> 0,
              val |-> <<>>]

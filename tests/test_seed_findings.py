@@ -735,7 +735,6 @@ def test_f11_put_fails_though_everything_is_reclaimable_seed(seed: ModuleType, s
     writer.put("last", 2)  # the same put succeeds when tried again
 
 
-@pytest.mark.xfail(strict=True, reason="FINDINGS #11: refimpl keeps the 2*max_object_size target")
 def test_f11_put_reclaims_enough_refimpl(ref: ModuleType, shm: Shm) -> None:
     writer = _spurious_memory_error(ref, shm)
     writer.put("last", 2)
