@@ -87,6 +87,8 @@ VARIABLES
     \* handles
     issued,         \* handle -> size of the put that issued it
     inbox,          \* reader -> bag of handles delivered, not yet read
+    revoked,        \* reader -> bag of deliveries whose signature a clear()
+                    \*   made invalid (ROTATE): reading one is rejected
     rd,             \* reader -> state of its current read
     \* ghosts and bounds
     chunks,         \* chunks allocated and not reclaimed:
@@ -99,7 +101,7 @@ ring_vars == <<data_buffer_start, data_buffer_end, monotonic_id_start,
                monotonic_id_end, metadata>>
 writer_vars == <<key_index, id_index, writer_flag, touched>>
 mem_vars == <<hdr_id, hdr_size, count, payload>>
-vars == <<ring_vars, writer_vars, mem_vars, issued, inbox, rd, chunks,
+vars == <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rd, chunks,
           nissued, last_action>>
 
 Ring == INSTANCE RingBuffer WITH Sizes <- 1..N, FreeSizes <- {N},
@@ -145,6 +147,16 @@ IdleRead == [st |-> "idle", h |-> NoHandle, pos |-> 0, size |-> 0,
 BagAdd(b, h) == IF h \in DOMAIN b THEN [b EXCEPT ![h] = @ + 1]
                 ELSE Extend(b, h, 1)
 BagTake(b, h) == IF b[h] = 1 THEN Remove(b, h) ELSE [b EXCEPT ![h] = @ - 1]
+BagUnion(a, b) == [h \in DOMAIN a \cup DOMAIN b |->
+                     (IF h \in DOMAIN a THEN a[h] ELSE 0)
+                     + (IF h \in DOMAIN b THEN b[h] ELSE 0)]
+
+\* F4 (refimpl): clear() writes a new handle-signing secret, so a handle
+\* signed before the clear no longer verifies: its pending deliveries move
+\* to `revoked` and a get of one is rejected.  A definition (TRUE with
+\* FIXED), overridden in a cfg with `ROTATE <- MCNoRotate`, so that other
+\* cfgs and generated trace cfgs need not name it.
+ROTATE == FIXED
 
 -----------------------------------------------------------------------------
 (* The writer's state as one record, so that put can run free_unused and  *)
@@ -252,6 +264,7 @@ Init ==
     /\ payload = [c \in Cells |-> NoKey]
     /\ issued = EmptyFn
     /\ inbox = [r \in Readers |-> EmptyFn]
+    /\ revoked = [r \in Readers |-> EmptyFn]
     /\ rd = [r \in Readers |-> IdleRead]
     /\ chunks = {}
     /\ nissued = 0
@@ -261,6 +274,7 @@ Init ==
 Issue(h, size) ==
     /\ issued' = Extend(issued, h, size)
     /\ inbox' = [r \in Readers |-> BagAdd(inbox[r], h)]
+    /\ UNCHANGED revoked
     /\ nissued' = nissued + 1
 
 \* put(key, size): storage.put(key, value) with a 16*size - 8 byte object.
@@ -274,7 +288,7 @@ put(k, size) ==
     /\ IF k \in DOMAIN key_index \/ size > MAX_OBJ
        THEN /\ last_action' = [name |-> "put", key |-> k, size |-> size,
                                outcome |-> "ValueError", handle |-> NoHandle]
-            /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox,
+            /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked,
                            chunks, nissued>>
        ELSE LET a1 == AllocOn(Cur, size)
                 F  == FreeUnusedOn(Cur)
@@ -287,7 +301,7 @@ put(k, size) ==
                                         size |-> size,
                                         outcome |-> "MemoryError",
                                         handle |-> NoHandle]
-                     /\ UNCHANGED <<issued, inbox, nissued>>
+                     /\ UNCHANGED <<issued, inbox, revoked, nissued>>
                 ELSE LET h == <<k, a, S.ide>>
                      IN  /\ Commit(WriteOn(S, k, size, a))
                          /\ Issue(h, size)
@@ -319,7 +333,7 @@ touch(k) ==
     /\ touched' = touched \cup {key_index[k][2]}
     /\ last_action' = [name |-> "touch", key |-> k, outcome |-> "ok"]
     /\ UNCHANGED <<ring_vars, key_index, id_index, writer_flag, mem_vars,
-                   issued, inbox, rd, chunks, nissued>>
+                   issued, inbox, revoked, rd, chunks, nissued>>
 
 \* release_touches() (only taken when something is touched).
 release_touches ==
@@ -327,7 +341,7 @@ release_touches ==
     /\ touched' = {}
     /\ last_action' = [name |-> "release_touches", outcome |-> "ok"]
     /\ UNCHANGED <<ring_vars, key_index, id_index, writer_flag, mem_vars,
-                   issued, inbox, rd, chunks, nissued>>
+                   issued, inbox, revoked, rd, chunks, nissued>>
 
 \* free_unused() (only taken when it reclaims something; otherwise it
 \* changes nothing).
@@ -338,10 +352,11 @@ free_unused ==
         /\ last_action' = [name |-> "free_unused",
                            outcome |-> IF F.keyerror THEN "KeyError" ELSE "ok",
                            freed |-> F.freed]
-        /\ UNCHANGED <<issued, inbox, rd, nissued>>
+        /\ UNCHANGED <<issued, inbox, revoked, rd, nissued>>
 
 \* clear(): ring.clear() and the writer's maps.  Memory is untouched;
 \* deliveries already sent stay in the inboxes (requests still draining).
+\* ROTATE (F4): the secret changes, so those deliveries are revoked.
 clear ==
     /\ CLEAR_WHEN # "any" => \A r \in Readers : rd[r].st = "idle"
     /\ CLEAR_WHEN = "quiescent" => \A r \in Readers : inbox[r] = EmptyFn
@@ -354,45 +369,64 @@ clear ==
     /\ writer_flag' = EmptyFn
     /\ touched' = {}
     /\ chunks' = {}
+    /\ IF ROTATE
+       THEN /\ revoked' = [r \in Readers |-> BagUnion(revoked[r], inbox[r])]
+            /\ inbox' = [r \in Readers |-> EmptyFn]
+       ELSE UNCHANGED <<inbox, revoked>>
     /\ last_action' = [name |-> "clear", outcome |-> "ok"]
-    /\ UNCHANGED <<monotonic_id_end, mem_vars, issued, inbox, rd, nissued>>
+    /\ UNCHANGED <<monotonic_id_end, mem_vars, issued, rd, nissued>>
 
 -----------------------------------------------------------------------------
 (* Reader actions: storage.get(address, id, signature, key) in three steps. *)
 
-HandleSpace == UNION {DOMAIN inbox[r] : r \in Readers}
+HandleSpace == UNION {DOMAIN inbox[r] \cup DOMAIN revoked[r] : r \in Readers}
                \cup DOMAIN issued \cup Forged
 
 \* get_begin(reader, handle): verify the signature (rejected if the writer
-\* never issued the handle), open the chunk at address % N and check the id
-\* in its header (stale: ValueError).  The handle comes from the reader's
-\* inbox (the delivery is consumed), or is an attacker's, or (not A1) is a
-\* handle the reader already read or was never sent.
+\* never issued the handle, or signed it before a clear that rotated the
+\* secret), open the chunk at address % N and check the id in its header
+\* (stale: ValueError).  The handle comes from the reader's inbox (the
+\* delivery is consumed), or from its revoked deliveries, or is an
+\* attacker's, or (not A1) is a handle the reader already read or was never
+\* sent.
+Begin(r, h, revokedSig) ==
+    LET p == h[2] % N
+        o == IF revokedSig \/ h \notin DOMAIN issued THEN "rejected"
+             ELSE IF ~IdMatches(p, h) THEN "stale"
+             ELSE "ok"
+    IN  /\ rd' = IF o = "ok"
+                 THEN [rd EXCEPT ![r] = [st |-> "open", h |-> h, pos |-> p,
+                                         size |-> hdr_size[p],
+                                         val |-> <<>>]]
+                 ELSE rd
+        /\ last_action' = [name |-> "get_begin", reader |-> r,
+                           handle |-> h, outcome |-> o]
+
 GetBegin(r, h) ==
     /\ rd[r].st = "idle"
-    /\ \/ h \in DOMAIN inbox[r] /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
+    /\ \/ /\ h \in DOMAIN inbox[r]
+          /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
+          /\ revoked' = revoked
+          /\ Begin(r, h, FALSE)
+       \/ /\ h \in DOMAIN revoked[r]
+          /\ revoked' = [revoked EXCEPT ![r] = BagTake(@, h)]
+          /\ inbox' = inbox
+          /\ Begin(r, h, TRUE)
        \* a forgery (a handle the writer issued is none: reading it outside
        \* the inbox is a re-read, below)
-       \/ h \in Forged /\ h \notin DOMAIN issued /\ inbox' = inbox
-       \/ ~A1 /\ h \in DOMAIN issued /\ inbox' = inbox
-    /\ LET p == h[2] % N
-           o == IF h \notin DOMAIN issued THEN "rejected"
-                ELSE IF ~IdMatches(p, h) THEN "stale"
-                ELSE "ok"
-       IN  /\ rd' = IF o = "ok"
-                    THEN [rd EXCEPT ![r] = [st |-> "open", h |-> h, pos |-> p,
-                                            size |-> hdr_size[p],
-                                            val |-> <<>>]]
-                    ELSE rd
-           /\ last_action' = [name |-> "get_begin", reader |-> r,
-                              handle |-> h, outcome |-> o]
+       \/ /\ h \in Forged /\ h \notin DOMAIN issued
+          /\ UNCHANGED <<inbox, revoked>>
+          /\ Begin(r, h, FALSE)
+       \/ /\ ~A1 /\ h \in DOMAIN issued
+          /\ UNCHANGED <<inbox, revoked>>
+          /\ Begin(r, h, FALSE)
     /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, chunks, nissued>>
 
 \* A delivery from the inbox (A1: the only way an issued handle is read).
 ReadInbox(r) ==
-    \E h \in DOMAIN inbox[r] :
+    \E h \in DOMAIN inbox[r] \cup DOMAIN revoked[r] :
         /\ GetBegin(r, h)
-        /\ inbox'[r] # inbox[r]
+        /\ inbox'[r] # inbox[r] \/ revoked'[r] # revoked[r]
 
 \* (The handle is chosen inside, so that TLC labels the step get_begin.)
 get_begin(r) == \E h \in HandleSpace : GetBegin(r, h)
@@ -409,7 +443,7 @@ get_copy(r) ==
               /\ rd' = [rd EXCEPT ![r].st = "failed"]
               /\ last_action' = [name |-> "get_copy", reader |-> r,
                                  outcome |-> "DeserializeError"]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, chunks,
                    nissued>>
 
 \* F2's re-check (refimpl's _recheck): the header at the cell the reader
@@ -449,7 +483,7 @@ get_end(r) ==
                               outcome |-> o,
                               value |-> IF o = "ok" THEN rd[r].val ELSE <<>>]
     /\ rd' = [rd EXCEPT ![r] = IdleRead]
-    /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox,
+    /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox, revoked,
                    nissued>>
 
 \* get_check(reader) (Split only): F2's re-check of the header id under the
@@ -467,7 +501,7 @@ get_check(r) ==
             /\ last_action' = [name |-> "get_end", reader |-> r,
                                handle |-> rd[r].h, outcome |-> "stale",
                                value |-> <<>>]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, chunks,
                    nissued>>
 
 \* drop_delivery(reader): environment (LOSSY): a delivery is never read
@@ -478,7 +512,7 @@ drop_delivery(r) ==
           /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
           /\ last_action' = [name |-> "drop_delivery", reader |-> r,
                              handle |-> h, outcome |-> "ok"]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, rd, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, revoked, rd, chunks,
                    nissued>>
 
 -----------------------------------------------------------------------------
@@ -510,9 +544,10 @@ ReaderStep == \E r \in Readers : ReadInbox(r) \/ get_copy(r) \/ get_check(r)
                                  \/ get_end(r)
 \* = ENABLED <<ReaderStep>>_vars
 ReaderCanStep == \E r \in Readers : rd[r].st # "idle" \/ inbox[r] # EmptyFn
+                                     \/ revoked[r] # EmptyFn
 ReaderStepped ==
     \/ last_action'.name \in {"get_copy", "get_check", "get_end"}
-    \/ last_action'.name = "get_begin" /\ inbox' # inbox
+    \/ last_action'.name = "get_begin" /\ (inbox' # inbox \/ revoked' # revoked)
 
 Housekeeping == release_touches \/ free_unused
 \* = ENABLED <<Housekeeping>>_vars: free_unused frees something iff the
@@ -555,6 +590,8 @@ TypeOk ==
     /\ payload \in [Cells -> Keys \cup {NoKey, Corrupt}]
     /\ DOMAIN issued \subseteq Handles
     /\ \A r \in Readers : /\ DOMAIN inbox[r] \subseteq Handles
+                          /\ DOMAIN revoked[r] \subseteq Handles
+                          /\ ROTATE \/ revoked[r] = EmptyFn
                           /\ rd[r].st \in {"idle", "open", "copied", "failed",
                                          "checked", "checked_failed"}
     /\ nissued \in 0..MaxIssues
