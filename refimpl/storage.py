@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
@@ -110,17 +110,18 @@ class SingleWriterShmObjectStorage:
                 f"Serialized object size ({size} bytes) exceeds "
                 f"max object size ({self.max_object_size} bytes)"
             )
-        try:
-            address, monotonic_id = self.ring_buffer.allocate_buf(size)
-        except MemoryError:
-            self.free_unused()
-            address, monotonic_id = self.ring_buffer.allocate_buf(size)
-        with self.ring_buffer.access_buf(address) as (view, _):
-            view[: self.flag_bytes] = self.ring_buffer.int2byte(0)
-            position = self.flag_bytes
-            for part in (metadata, *parts):
-                view[position : position + len(part)] = part
-                position += len(part)
+        with self._writer_lock():  # no reader's re-check + increment in between
+            try:
+                address, monotonic_id = self.ring_buffer.allocate_buf(size)
+            except MemoryError:
+                self._free_unused_locked()
+                address, monotonic_id = self.ring_buffer.allocate_buf(size)
+            with self.ring_buffer.access_buf(address) as (view, _):
+                view[: self.flag_bytes] = self.ring_buffer.int2byte(0)
+                position = self.flag_bytes
+                for part in (metadata, *parts):
+                    view[position : position + len(part)] = part
+                    position += len(part)
         self.increment_writer_flag(monotonic_id)
         self.key_index[key] = (address, monotonic_id)
         self.id_index[monotonic_id] = key
@@ -153,6 +154,21 @@ class SingleWriterShmObjectStorage:
     def free_unused(self) -> None:
         """Reclaim the oldest free objects, up to `reclaim_target` bytes."""
         self._require_writer("free objects")
+        with self._writer_lock():
+            self._free_unused_locked()
+
+    def _writer_lock(self) -> AbstractContextManager[Any]:
+        """The reader lock, when the writer was given one (vLLM gives it).
+
+        `put` and `free_unused` hold it, so a reader's `get_end` (re-check
+        and read-modify-write of the count, under the same lock) is one step
+        for the writer: no reclaim + reuse falls between the re-check and the
+        increment (issue 15, item 3; spec `SPLIT_END` FALSE). A writer
+        without the lock leaves that window open (spec/MCEndWindow*).
+        """
+        return self._reader_lock if self._reader_lock is not None else nullcontext()
+
+    def _free_unused_locked(self) -> None:
         freed_ids = self.ring_buffer.free_buf(
             self.default_is_free_check, self.reclaim_target()
         )
