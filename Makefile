@@ -11,8 +11,10 @@ setup:
 	  echo "Java not found: installing default-jre-headless"; \
 	  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null; }
 
+# make check MODEL=MCRing runs one model; a full run records the measured
+# states/depth/time in spec/models.toml and regenerates spec/README.md's table.
 check: setup
-	$(PYTHON) -m shmref.check
+	$(PYTHON) -m shmref.check $(if $(MODEL),--only $(MODEL),--record)
 
 test: setup
 	$(PYTHON) -m pytest -q

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -66,6 +67,25 @@ class Result:
     @property
     def good(self) -> bool:
         return self.verdict != "UNEXPECTED"
+
+
+_PARSING = re.compile(r"^Parsing file (.+)$", re.M)
+_AT_LINE = re.compile(r"at line (\d+), column (\d+)")
+_SEMANTIC = re.compile(r"line (\d+), col (\d+) to line \d+, col \d+ of module (\w+)")
+
+
+def locate_error(output: str, spec_dir: Path) -> str | None:
+    """`file:line:col` of a TLC parse or semantic error, from its output."""
+    marker = output.find("***Parse Error***")
+    if marker >= 0:
+        files = _PARSING.findall(output[:marker])
+        where = _AT_LINE.search(output, marker)
+        if files and where:
+            return f"{files[-1].strip()}:{where.group(1)}:{where.group(2)}"
+    where = _SEMANTIC.search(output)
+    if where:
+        return f"{spec_dir / (where.group(3) + '.tla')}:{where.group(1)}:{where.group(2)}"
+    return None
 
 
 def judge(model: Model, run: TlcRun) -> Result:
@@ -154,6 +174,9 @@ def check_model(
         )
     except TlcError as exc:
         return Result(model, "UNEXPECTED", None, str(exc))
+    where = locate_error(run.output, spec_dir) if run.outcome == "error" else None
+    if where:
+        return Result(model, "UNEXPECTED", run, f"{where}: {run.error}")
     return judge(model, run)
 
 

@@ -182,3 +182,28 @@ def regenerate_readme(readme: Path, models: Iterable[Model]) -> None:
         raise ManifestError(f"{readme}: models table markers not found") from None
     table = models_table(models)
     readme.write_text(f"{head}{TABLE_BEGIN}\n{table}\n{TABLE_END}{tail}")
+
+
+def drift(model: Model, distinct: int | None, tolerance: float) -> str | None:
+    """Why a run's distinct-state count disagrees with the manifest, or None.
+
+    Only must-pass models: a hazard model's search stops at its first
+    counterexample, and where that is found varies with the TLC workers.
+    """
+    if model.expect != PASS:
+        return None
+    expected = model.measured.distinct
+    if expected is None or distinct is None:
+        return f"{model.name}: no distinct-state count (manifest {expected}, run {distinct})"
+    if abs(distinct - expected) > tolerance * expected:
+        return (
+            f"{model.name}: {distinct:,} distinct states, the manifest says {expected:,} "
+            f"(tolerance {tolerance:.0%}): run `make check` to record, or fix the model"
+        )
+    return None
+
+
+def unnamed_files(spec_dir: Path, manifest: Manifest) -> list[str]:
+    """The .tla/.cfg files in spec_dir that the manifest does not name."""
+    present = {p.name for p in spec_dir.iterdir() if p.suffix in (".tla", ".cfg")}
+    return sorted(present - manifest.named_files())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref import check
+from shmref import check, manifest
 from shmref.tlc import TlcError, find_jar, find_java
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,35 +48,97 @@ def broken_copy(tmp_path: Path, old: str, new: str) -> Path:
     return spec_dir
 
 
-def test_table_is_consistent() -> None:
-    names = [m.name for m in check.MODELS]
-    assert len(names) == len(set(names))
-    for m in check.MODELS:
-        assert (SPEC / f"{m.name}.tla").is_file(), m.name
-        assert (SPEC / f"{m.name}.cfg").is_file(), m.name
-        assert (m.expect == check.PASS) == (m.prop is None), m.name
-    # every hazard has a quick model, and quick has must-pass models too
-    quick = [m for m in check.MODELS if m.quick]
+MANIFEST = manifest.load_manifest(SPEC / "models.toml")
+
+
+def test_manifest_is_consistent() -> None:
+    assert check.MODELS == MANIFEST.models
+    for m in MANIFEST.models:
+        assert (SPEC / m.tla_file).is_file(), m.name
+        assert (SPEC / m.cfg_file).is_file(), m.name
+        assert m.code and m.bounds and m.what, f"{m.name}: code, bounds and what are required"
+        if m.expect == check.PASS:
+            assert m.measured.distinct, f"{m.name}: must-pass model without a measured count"
+    quick = [m for m in MANIFEST.models if m.quick]
     assert any(m.expect == check.PASS for m in quick)
     assert any(m.expect != check.PASS for m in quick)
 
 
-def test_every_model_file_is_in_the_table_and_readme() -> None:
-    names = {m.name for m in check.MODELS}
-    assert {p.stem for p in SPEC.glob("MC*.tla")} == names
+def test_every_spec_file_is_named_by_the_manifest(tmp_path: Path) -> None:
+    assert manifest.unnamed_files(SPEC, MANIFEST) == []
+    # broken input: a stray model file is reported
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    (spec_dir / "MCStray.cfg").write_text("INIT Init\n")
+    assert manifest.unnamed_files(spec_dir, MANIFEST) == ["MCStray.cfg"]
+
+
+def test_readme_table_is_generated_from_the_manifest() -> None:
     readme = (SPEC / "README.md").read_text()
-    assert "tbd" not in readme
-    for name in names:
-        assert f"| {name} |" in readme, f"{name} missing from spec/README.md's models table"
+    table = readme.split(manifest.TABLE_BEGIN, 1)[1].split(manifest.TABLE_END, 1)[0]
+    assert table.strip() == manifest.models_table(MANIFEST.models).strip()
+    for m in MANIFEST.models:
+        assert f"| {m.name} " in table
 
 
-def test_quick_models_as_expected(tmp_path: Path) -> None:
-    proc = run_check("--quick", "--out", str(tmp_path / "out"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "UNEXPECTED" not in proc.stdout
-    assert "expected FAIL reproduced" in proc.stdout
+def test_quick_models_match_the_manifest(tmp_path: Path) -> None:
+    quick = [m for m in MANIFEST.models if m.quick]
+    for model in quick:
+        result = check.check_model(model, SPEC, tmp_path, workers=1, timeout=300)
+        assert result.good, f"{model.name}: {result.detail}"
+        assert result.run is not None
+        assert manifest.drift(model, result.run.distinct_states, MANIFEST.tolerance) is None
     # the counterexamples are kept for the replayer
-    assert (tmp_path / "out" / "MCClearDrain.out").read_text().count("@!@!@STARTMSG 2217") >= 2
+    assert (tmp_path / "MCClearDrain.out").read_text().count("@!@!@STARTMSG 2217") >= 2
+
+
+def test_drift_is_caught() -> None:
+    model = next(m for m in MANIFEST.models if m.quick and m.expect == check.PASS)
+    assert model.measured.distinct is not None
+    assert manifest.drift(model, model.measured.distinct, MANIFEST.tolerance) is None
+    assert manifest.drift(model, 2 * model.measured.distinct, MANIFEST.tolerance)
+    assert manifest.drift(model, None, MANIFEST.tolerance)
+
+
+def test_unknown_model_is_one_line() -> None:
+    proc = run_check("--only", "MCNoSuchModel")
+    assert proc.returncode != 0
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and "MCNoSuchModel" in err and "models.toml" in err
+
+
+def test_missing_cfg_names_the_file(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    (spec_dir / "MCRingFixed.cfg").unlink()
+    proc = run_check("--spec-dir", str(spec_dir), "--out", str(tmp_path), "--only", "MCRingFixed")
+    assert proc.returncode == 1
+    assert f"{spec_dir / 'MCRingFixed.cfg'}: no such file" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_parse_error_names_file_and_line(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    ring = spec_dir / "RingBuffer.tla"
+    lines = ring.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if line.startswith("Spec =="))
+    lines[number - 1] += " )"
+    ring.write_text("\n".join(lines) + "\n")
+    proc = run_check("--spec-dir", str(spec_dir), "--out", str(tmp_path), "--only", "MCRingFixed")
+    assert proc.returncode == 1
+    assert f"{ring}:{number}:" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_bad_manifest_is_one_line(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    (spec_dir / "models.toml").write_text("[[model]]\nname = 'X'\nexpect = 'maybe'\n")
+    proc = run_check("--spec-dir", str(spec_dir))
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and "models.toml" in err and "expect" in err
 
 
 def test_free_rule_without_reader_factor_fails(tmp_path: Path) -> None:
