@@ -181,7 +181,7 @@ def check_model(
 
 
 def select(models: Sequence[Model], names: Sequence[str] | None, quick: bool) -> list[Model]:
-    chosen = [m for m in models if m.quick] if quick else list(models)
+    chosen = [m for m in models if m.quick] if quick else [m for m in models if not m.deep]
     if names:
         known = {m.name: m for m in models}
         unknown = [n for n in names if n not in known]

@@ -54,6 +54,7 @@ class Model:
     module: str = ""  # spec/<module>.tla (default: name)
     cfg: str = ""  # spec/<cfg> (default: <name>.cfg)
     deadlock: str | None = None  # why TLC runs with -deadlock; None: deadlock is checked
+    deep: bool = False  # a deep profile: `make check-deep` only, not `make check`
     measured: Measured = Measured()
 
     @property
@@ -108,6 +109,7 @@ def _model(path: Path, index: int, entry: Mapping[str, Any]) -> Model:
             module=str(entry.get("module", "")),
             cfg=str(entry.get("cfg", "")),
             deadlock=entry.get("deadlock"),
+            deep=bool(entry.get("deep", False)),
             measured=Measured(**measured),
         )
     except TypeError as exc:

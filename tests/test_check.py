@@ -57,7 +57,7 @@ def test_manifest_is_consistent() -> None:
         assert (SPEC / m.tla_file).is_file(), m.name
         assert (SPEC / m.cfg_file).is_file(), m.name
         assert m.code and m.bounds and m.what, f"{m.name}: code, bounds and what are required"
-        if m.expect == check.PASS:
+        if m.expect == check.PASS and not m.deep:  # deep profiles: measured elsewhere
             assert m.measured.distinct, f"{m.name}: must-pass model without a measured count"
     quick = [m for m in MANIFEST.models if m.quick]
     assert any(m.expect == check.PASS for m in quick)
