@@ -659,6 +659,33 @@ ReadsReturnPutValue ==
 CountsSound ==
     \A c \in chunks : count[c.addr % N] <= c.reads
 
+\* The count of a live chunk is exactly the number of completed reads of
+\* it (increments by readers whose handle named it): no stray increment
+\* landed on it and none was lost (stronger than CountsSound).
+CountsExact ==
+    \A c \in chunks : count[c.addr % N] = c.reads
+
+\* Every outstanding handle pins its chunk: while a delivery of a live
+\* chunk's handle is pending, or a read of it is in flight, the chunk is
+\* not reclaimable (so free_unused cannot reuse it under the reader).
+Names(h, c) == c.id = h[3] /\ c.addr = h[2]
+OutstandingPinned ==
+    \A c \in chunks :
+        (\/ \E r \in Readers : \E h \in DOMAIN inbox[r] : Names(h, c)
+         \/ \E r \in Readers : rd[r].st # "idle" /\ Names(rd[r].h, c))
+        => ~IsFreeIn(Cur, c.id)
+
+\* free_unused (alone or inside put) returns exactly the ids it removed
+\* from the ring's metadata, and the writer's maps forget exactly those
+\* (an action property: check it under PROPERTIES).
+FreeReturnsWhatItRemoves ==
+    [][/\ last_action'.name = "free_unused"
+         => {last_action'.freed[i] : i \in DOMAIN last_action'.freed}
+            = DOMAIN metadata \ DOMAIN metadata'
+       /\ last_action'.name \in {"free_unused", "put"}
+         => DOMAIN id_index \ DOMAIN id_index' = DOMAIN metadata \ DOMAIN metadata'
+      ]_vars
+
 \* put raises MemoryError only when some live chunk is really not reclaimable
 \* (the 2*max_object_size free target always leaves room otherwise).
 MemoryErrorOnlyWhenPinned ==

@@ -175,3 +175,51 @@ def test_missing_java_is_one_line(
     assert check.main(["--quick"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Java not found" in err
+
+
+def _only(spec_dir: Path, base: str, clause: str) -> check.Model:
+    """A must-pass model on `base`'s module and bounds that checks only `clause`."""
+    text = (spec_dir / f"{base}.cfg").read_text()
+    head = text[: text.index("INVARIANTS")]
+    (spec_dir / "Only.cfg").write_text(head + clause + "\n")
+    return check.Model("Only", check.PASS, None, True, "one property", module=base, cfg="Only.cfg")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "clause"),
+    [
+        # one read per chunk is taken for all: a chunk whose delivery is still
+        # pending for the other reader becomes reclaimable
+        ("WFlag(S.wf, id) * R", "WFlag(S.wf, id)", "INVARIANTS\n    OutstandingPinned"),
+        # a read counts twice
+        ("THEN /\\ count' = [count EXCEPT ![p] = @ + 1]",
+         "THEN /\\ count' = [count EXCEPT ![p] = @ + 2]", "INVARIANTS\n    CountsExact"),
+        # free_buf's returned ids lose the first one
+        ("ret |-> FreedIds(ids, s.ids)]",
+         "ret |-> LET f == FreedIds(ids, s.ids) IN IF f = <<>> THEN f ELSE Tail(f)]",
+         "PROPERTIES\n    FreeReturnsWhatItRemoves"),
+    ],
+)
+def test_new_properties_catch_their_broken_variant(
+    tmp_path: Path, old: str, new: str, clause: str
+) -> None:
+    good = broken_copy(tmp_path / "good", "IdleRead ==", "IdleRead ==")
+    result = check.check_model(_only(good, "MCStorageSmall", clause), good, tmp_path, 1, 300)
+    assert result.verdict == "PASS", result.detail
+    spec_dir = broken_copy(tmp_path, old, new) if "FreedIds" not in old else _ring_broken(
+        tmp_path, old, new
+    )
+    model = _only(spec_dir, "MCStorageSmall", clause)
+    result = check.check_model(model, spec_dir, tmp_path, 1, 300)
+    assert result.verdict == "UNEXPECTED" and result.run is not None, result.detail
+    assert result.run.outcome in ("invariant", "liveness"), result.detail
+
+
+def _ring_broken(tmp_path: Path, old: str, new: str) -> Path:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    ring = spec_dir / "RingBuffer.tla"
+    text = ring.read_text()
+    assert text.count(old) == 1
+    ring.write_text(text.replace(old, new))
+    return spec_dir
