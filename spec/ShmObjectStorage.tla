@@ -693,6 +693,16 @@ MemoryErrorOnlyWhenPinned ==
         => \E i \in DOMAIN metadata : ~IsFreeIn(Cur, i)
 
 -----------------------------------------------------------------------------
+(* Refinement: Spec => AbstractCache!Spec under this mapping.              *)
+
+AC == INSTANCE AbstractCache WITH
+        cache <- [h \in DOMAIN issued |-> Value(h[1], issued[h])],
+        got <- IF last_action.name = "get_end" /\ last_action.outcome = "ok"
+               THEN <<last_action.handle, last_action.value>>
+               ELSE <<>>
+AbstractSpec == AC!Spec
+
+-----------------------------------------------------------------------------
 (* Liveness.                                                               *)
 
 Reclaimable(i) == i \notin DOMAIN metadata \/ IsFreeIn(Cur, i)
