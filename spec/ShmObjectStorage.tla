@@ -589,6 +589,30 @@ TypeOk ==
     /\ count \in [Cells -> Nat]
     /\ payload \in [Cells -> Keys \cup {NoKey, Corrupt}]
     /\ DOMAIN issued \subseteq Handles
+    /\ \A i \in DOMAIN metadata : metadata[i] \in 0..(2 * N - 1)
+    /\ \A k \in DOMAIN key_index :
+          key_index[k] \in (0..(2 * N - 1)) \X (0..(ID_MAX - 1))
+    /\ DOMAIN id_index \subseteq 0..(ID_MAX - 1)
+    /\ \A i \in DOMAIN id_index : id_index[i] \in Keys
+    /\ \A i \in DOMAIN writer_flag : writer_flag[i] \in 1..MaxIssues
+    /\ \A h \in DOMAIN issued : issued[h] \in 1..N
+    /\ \A c \in chunks : /\ c.id \in 0..(ID_MAX - 1)
+                         /\ c.addr \in 0..(2 * N - 1)
+                         /\ c.size \in 1..N
+                         /\ c.key \in Keys
+                         /\ c.reads \in Nat
+    /\ last_action.name \in {"init", "put", "get_cached", "touch",
+                             "release_touches", "free_unused", "clear",
+                             "get_begin", "get_copy", "get_check", "get_end",
+                             "drop_delivery"}
+    /\ \A r \in Readers :
+          /\ \A h \in DOMAIN inbox[r] : inbox[r][h] \in 1..MaxIssues
+          /\ \A h \in DOMAIN revoked[r] : revoked[r][h] \in 1..MaxIssues
+          /\ rd[r].h \in Handles \cup {NoHandle}
+          /\ rd[r].pos \in Cells
+          /\ rd[r].size \in 0..N
+          /\ \A i \in DOMAIN rd[r].val :
+                rd[r].val[i] \in Keys \cup {NoKey, Corrupt}
     /\ \A r \in Readers : /\ DOMAIN inbox[r] \subseteq Handles
                           /\ DOMAIN revoked[r] \subseteq Handles
                           /\ ROTATE \/ revoked[r] = EmptyFn
