@@ -537,9 +537,9 @@ Spec == Init /\ [][Next]_vars
 \* []<><<A>>_vars, with ENABLED replaced by an equivalent state predicate
 \* and the step recognised by last_action (TLC 2.15 evaluates ENABLED of
 \* free_unused, whose recursive free loop it does not cache there, orders
-\* of magnitude too slowly).  One condition per side: issuances are
-\* bounded, so every reader has finitely many steps and one that can step
-\* is not starved for ever by the others.
+\* of magnitude too slowly).  Fairness is per reader (below); the
+\* aggregate ReaderCanStep/ReaderStepped remain for
+\* FairnessPredicatesExact.
 ReaderStep == \E r \in Readers : ReadInbox(r) \/ get_copy(r) \/ get_check(r)
                                  \/ get_end(r)
 \* = ENABLED <<ReaderStep>>_vars
@@ -559,8 +559,19 @@ HousekeepingCanStep ==
 HousekeepingStepped ==
     last_action'.name \in {"release_touches", "free_unused"}
 
+\* Per reader: a reader that can step for ever eventually steps, whatever
+\* the others do (weak fairness per reader, same construction).
+ReaderCanStepR(r) == rd[r].st # "idle" \/ inbox[r] # EmptyFn
+                     \/ revoked[r] # EmptyFn
+ReaderSteppedR(r) ==
+    /\ "reader" \in DOMAIN last_action'
+    /\ last_action'.reader = r
+    /\ \/ last_action'.name \in {"get_copy", "get_check", "get_end"}
+       \/ last_action'.name = "get_begin"
+          /\ (inbox'[r] # inbox[r] \/ revoked'[r] # revoked[r])
+
 Fairness ==
-    /\ <>[]ReaderCanStep => []<><<ReaderStepped>>_vars
+    /\ \A r \in Readers : <>[]ReaderCanStepR(r) => []<><<ReaderSteppedR(r)>>_vars
     /\ <>[]HousekeepingCanStep => []<><<HousekeepingStepped>>_vars
 
 \* Checks (small models) that the predicates above are the ENABLED ones.
