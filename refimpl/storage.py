@@ -140,6 +140,11 @@ class SingleWriterShmObjectStorage:
         self._require_writer("release touches")
         self._touched.clear()
 
+    # Bytes free_unused reclaims beyond the seed's 2 * max_object_size: 2*8 - 1
+    # (see reclaim_target). A class default that an instance may set to 0 to
+    # behave as the seed (the replayer does, for models of the seed's code).
+    RECLAIM_EXTRA = 15
+
     def reclaim_target(self) -> int:
         """Bytes `free_unused` reclaims (at least, unless it meets a pinned chunk).
 
@@ -149,7 +154,7 @@ class SingleWriterShmObjectStorage:
         so ``2*T - 1`` always makes room (the seed's ``2 * max_object_size``
         falls short by up to 15 bytes: FINDINGS #11, spec/MCRingBytes).
         """
-        return 2 * (self.max_object_size + self.ring_buffer.MD_SIZE) - 1
+        return 2 * self.max_object_size + self.RECLAIM_EXTRA
 
     def free_unused(self) -> None:
         """Reclaim the oldest free objects, up to `reclaim_target` bytes."""

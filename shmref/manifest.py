@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-from tabulate import tabulate
+from tabulate import tabulate  # type: ignore[import-untyped]
 
 PASS = "pass"
 INVARIANT = "invariant"
@@ -141,7 +141,7 @@ def load_manifest(path: Path) -> Manifest:
 def record(manifest: Manifest, runs: Iterable[tuple[str, Measured]]) -> Manifest:
     """Write the measured values of `runs` (model name, measurement) into the manifest file."""
     doc = tomlkit.parse(manifest.path.read_text())
-    by_name = {entry["name"]: entry for entry in doc["model"]}  # type: ignore[union-attr]
+    by_name = {entry["name"]: entry for entry in doc["model"]}
     for name, measured in runs:
         table = tomlkit.table()
         table.add("distinct", measured.distinct)
@@ -171,7 +171,7 @@ def models_table(models: Iterable[Model]) -> str:
         for m in models
     ]
     header = ("model", "code it describes", "bounds", "expected", "distinct", "depth", "time")
-    return tabulate(rows, headers=header, tablefmt="github")
+    return str(tabulate(rows, headers=header, tablefmt="github"))
 
 
 def regenerate_readme(readme: Path, models: Iterable[Model]) -> None:
