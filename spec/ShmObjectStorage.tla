@@ -216,7 +216,22 @@ AllocOn(S, size) == Ring!AllocAddr(S.end, S.start, S.md, size)
 
 \* allocate_buf at address a, the writes of put (header, count := 0,
 \* payload), increment_writer_flag, key_index, id_index.
-WriteOn(S, k, size, a) ==
+\* MIMIC (a definition, FALSE by default; a cfg overrides it with
+\* `MIMIC <- MCMimic`): the payload bytes of a new chunk may look like a
+\* header.  put then also chooses one payload cell (offset o > 0) whose
+\* bytes read as header (id, sz), as whoever supplied the value can arrange
+\* (FINDINGS #10, issue 15 item 4).  NoMimic: payload bytes are not a header.
+MIMIC == FALSE
+NoMimic == [off |-> 0, id |-> NoId, sz |-> 0]
+Mimics(a, size) ==
+    IF MIMIC
+    THEN {NoMimic} \cup
+         UNION {{[off |-> o, id |-> i, sz |-> z] :
+                   i \in 0..(ID_MAX - 1), z \in 1..(N - ((a % N) + o))}
+                : o \in 1..(size - 1)}
+    ELSE {NoMimic}
+
+WriteOn(S, k, size, a, m) ==
     LET id == S.ide
         p == a % N
     IN  [S EXCEPT
@@ -224,9 +239,11 @@ WriteOn(S, k, size, a) ==
             !.ide = Ring!NextId(id),
             !.md = Extend(S.md, id, a),
             !.hid = [c \in Cells |-> IF c = p THEN id
+                                     ELSE IF m.off > 0 /\ c = p + m.off THEN m.id
                                      ELSE IF p < c /\ c < p + size THEN NoId
                                      ELSE S.hid[c]],
             !.hsz = [c \in Cells |-> IF c = p THEN size
+                                     ELSE IF m.off > 0 /\ c = p + m.off THEN m.sz
                                      ELSE IF p < c /\ c < p + size THEN 0
                                      ELSE S.hsz[c]],
             !.cnt = [c \in Cells |-> IF p <= c /\ c < p + size THEN 0
@@ -303,7 +320,8 @@ put(k, size) ==
                                         handle |-> NoHandle]
                      /\ UNCHANGED <<issued, inbox, revoked, nissued>>
                 ELSE LET h == <<k, a, S.ide>>
-                     IN  /\ Commit(WriteOn(S, k, size, a))
+                     IN  /\ \E m \in Mimics(a, size) :
+                                Commit(WriteOn(S, k, size, a, m))
                          /\ Issue(h, size)
                          /\ last_action' = [name |-> "put", key |-> k,
                                             size |-> size, outcome |-> "ok",
