@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup check test proofs fuzz bench conformance findings lint clean
+.PHONY: setup check check-deep check-sim test proofs fuzz bench conformance findings lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -11,8 +11,22 @@ setup:
 	  echo "Java not found: installing default-jre-headless"; \
 	  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null; }
 
+# make check MODEL=MCRing runs one model; a full run records the measured
+# states/depth/time in spec/models.toml and regenerates spec/README.md's table.
 check: setup
-	$(PYTHON) -m shmref.check
+	$(PYTHON) -m shmref.check $(if $(MODEL),--only $(MODEL),--record)
+
+# The deep profiles (models.toml: deep = true) on TLC's distributed mode:
+# a TLCServer and WORKERS local TLCWorkers; workers on other machines join
+# with the command it prints (python -m shmref.deep --help). check-sim: the
+# fast alternative, random behaviours up to DEPTH states.
+WORKERS ?= 2
+DEPTH ?= 60
+check-deep: setup
+	$(PYTHON) -m shmref.deep --workers $(WORKERS) $(if $(MODEL),--only $(MODEL))
+
+check-sim: setup
+	$(PYTHON) -m shmref.deep --simulate --depth $(DEPTH) $(if $(MODEL),--only $(MODEL))
 
 test: setup
 	$(PYTHON) -m pytest -q

@@ -198,9 +198,15 @@ class SingleWriterShmRingBuffer:
         return allocator.freed_ids(id_before, self.monotonic_id_start, self.ID_MAX)
 
     def clear(self) -> None:
-        """Forget every chunk. Ids keep increasing, so handles issued before
-        the clear fail the id check once their chunk is reused."""
-        self._writer_buf("clear")
+        """Forget every chunk and write a new handle-signing secret (F4).
+
+        Ids keep increasing, but they wrap at ID_MAX, and a handle issued
+        before the clear may still be delivered: with the old secret it
+        would verify against a new chunk that got its id and address
+        (spec/MCIdWrapFixed). After the rotation it is rejected.
+        """
+        buf = self._writer_buf("clear")
+        buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(self.AUTH_SECRET_BYTES)
         self.metadata.clear()
         self.monotonic_id_start = self.monotonic_id_end
         self.data_buffer_start = 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
@@ -135,19 +136,20 @@ class SingleWriterShmObjectStorage:
                 f"an object of {size} bytes never fits in a ring of "
                 f"{self.ring_buffer.data_buffer_size} bytes"
             )
-        try:
-            address, monotonic_id = self.ring_buffer.allocate_buf(size)
-        except MemoryError:
-            self.free_unused()
-            address, monotonic_id = self.ring_buffer.allocate_buf(size)
-        view, _ = self.ring_buffer.chunk_view(address)
-        with view:  # one copy of each part into the segment, after a zero count
-            COUNT.pack_into(view, 0, 0)
-            position = self.flag_bytes
-            for part in parts:
-                end = position + len(part)
-                view[position:end] = part
-                position = end
+        with self._writer_lock():  # no reader's re-check + increment in between
+            try:
+                address, monotonic_id = self.ring_buffer.allocate_buf(size)
+            except MemoryError:
+                self._free_unused_locked()
+                address, monotonic_id = self.ring_buffer.allocate_buf(size)
+            view, _ = self.ring_buffer.chunk_view(address)
+            with view:  # one copy of each part into the segment, after a zero count
+                COUNT.pack_into(view, 0, 0)
+                position = self.flag_bytes
+                for part in parts:
+                    end = position + len(part)
+                    view[position:end] = part
+                    position = end
         self.increment_writer_flag(monotonic_id)
         self.key_index[key] = (address, monotonic_id)
         self.id_index[monotonic_id] = key
@@ -166,11 +168,45 @@ class SingleWriterShmObjectStorage:
         self._require_writer("release touches")
         self._touched.clear()
 
+    # Bytes free_unused reclaims beyond the seed's 2 * max_object_size: 2*8 - 1
+    # (see reclaim_target). A class default that an instance may set to 0 to
+    # behave as the seed (the replayer does, for models of the seed's code).
+    RECLAIM_EXTRA = 15
+
+    def reclaim_target(self) -> int:
+        """Bytes `free_unused` reclaims (at least, unless it meets a pinned chunk).
+
+        A chunk is at most ``T = max_object_size + MD_SIZE`` bytes. A failed
+        allocation may skip at most ``T - 1`` bytes to the next lap and then
+        needs ``T``, and the ring's start moves by at least the bytes freed,
+        so ``2*T - 1`` always makes room (the seed's ``2 * max_object_size``
+        falls short by up to 15 bytes: FINDINGS #11, spec/MCRingBytes).
+        """
+        return 2 * self.max_object_size + self.RECLAIM_EXTRA
+
     def free_unused(self) -> None:
-        """Reclaim up to 2 * max_object_size bytes of the oldest free objects."""
+        """Reclaim the oldest free objects, up to `reclaim_target` bytes."""
         self._require_writer("free objects")
+        with self._writer_lock():
+            self._free_unused_locked()
+
+    def _writer_lock(self) -> AbstractContextManager[Any]:
+        """The reader lock, when the writer was given one (vLLM's tests give
+        it; vLLM's sender does not), held within READER_LOCK_TIMEOUT.
+
+        `put` and `free_unused` hold it, so a reader's `get_end` (re-check
+        and read-modify-write of the count, under the same lock) is one step
+        for the writer: no reclaim + reuse falls between the re-check and the
+        increment (issue 15, item 3; spec `SPLIT_END` FALSE). A writer
+        without the lock leaves that window open (spec/MCEndWindow*).
+        """
+        if self._reader_lock is None:
+            return nullcontext()
+        return hold(self._reader_lock, self.READER_LOCK_TIMEOUT)
+
+    def _free_unused_locked(self) -> None:
         freed_ids = self.ring_buffer.free_buf(
-            self.default_is_free_check, 2 * self.max_object_size
+            self.default_is_free_check, self.reclaim_target()
         )
         for freed_id in freed_ids:
             del self.key_index[self.id_index.pop(freed_id)]

@@ -1,14 +1,19 @@
 """`make check`: run every TLC model and compare it with its expected outcome.
 
-Each model in `MODELS` is a pair `spec/<name>.tla` + `spec/<name>.cfg`.  A
-must-pass model must come out "ok"; a hazard model must FAIL on the named
-invariant (or, for liveness models, on its temporal property).  The run
-exits 0 only if every model did what the table says.
+The models are listed in `spec/models.toml` (the manifest): for each its
+module and cfg, whether it must pass or which property it must violate,
+whether it is in the quick profile, its bounds, the code it describes, and
+its last measured distinct states, depth and time.  A must-pass model must
+come out "ok"; a hazard model must FAIL on the named invariant (or, for
+liveness models, on its temporal property).  The run exits 0 only if every
+model did what the manifest says.
 
     python -m shmref.check                 # every model (< 10 min on 2 cores)
     python -m shmref.check --quick         # small models only (tests)
     python -m shmref.check --only MCRing   # one model (repeatable)
     python -m shmref.check --spec-dir DIR  # e.g. a deliberately broken copy
+    python -m shmref.check --record        # also rewrite the measured columns
+                                           # and spec/README.md's models table
 
 The raw `-tool` output of each run goes to `<out>/<model>.out` (default
 `build/tlc/`); the replayer reads the counterexamples from there.
@@ -18,100 +23,38 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from shmref.manifest import (
+    INVARIANT,
+    LIVENESS,
+    PASS,
+    Manifest,
+    ManifestError,
+    Measured,
+    Model,
+    load_manifest,
+    record,
+    regenerate_readme,
+)
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
+
+__all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_DIR = ROOT / "spec"
 OUT_DIR = ROOT / "build" / "tlc"
+MANIFEST = SPEC_DIR / "models.toml"
 
-PASS = "pass"
-INVARIANT = "invariant"
-LIVENESS = "liveness"
-
-
-@dataclass(frozen=True)
-class Model:
-    """One TLC model and what it must do."""
-
-    name: str
-    expect: str  # PASS, INVARIANT or LIVENESS
-    prop: str | None  # the invariant / temporal property that must fail
-    quick: bool  # part of --quick
-    what: str  # one line: what the model checks
-
-    @property
-    def expected_text(self) -> str:
-        return "pass" if self.expect == PASS else f"FAIL {self.prop}"
-
-
-MODELS: tuple[Model, ...] = (
-    # allocator
-    Model("MCRing", PASS, None, False, "allocator, whole graph dumpable"),
-    Model("MCRingLarge", PASS, None, False, "allocator, N = 5, sizes 1 and 3"),
-    Model(
-        "MCRingIdCollision",
-        INVARIANT,
-        "IdRangeUnambiguous",
-        True,
-        "H-IdCollision in the ring: ID_MAX live chunks",
-    ),
-    Model("MCRingFixed", PASS, None, True, "F1 closes H-IdCollision in the ring"),
-    # storage, must pass
-    Model("MCStorage", PASS, None, False, "seed protocol under A1-A3 (main model)"),
-    Model("MCStorageSmall", PASS, None, True, "seed protocol under A1-A3, forged handles"),
-    Model("MCStorageFixed", PASS, None, False, "FIXED, clear at any time, ID_MAX < N"),
-    Model("MCStorageFixedSmall", PASS, None, True, "FIXED, small (for --quick)"),
-    Model("MCDoubleReadFixed", PASS, None, False, "FIXED survives double reads (atomic get_end)"),
-    Model("MCLive", PASS, None, False, "EveryPutReclaimable under A1-A3"),
-    Model("MCCopyFailFixed", PASS, None, False, "F3: failed copies still release"),
-    # storage, hazards
-    Model("MCIdCollision", INVARIANT, "LiveIdsDistinct", True, "H-IdCollision"),
-    Model("MCIdWrap", INVARIANT, "ReadsReturnPutValue", True, "H-IdWrap (ABA), even FIXED"),
-    Model("MCDoubleRead", INVARIANT, "ReadsReturnPutValue", True, "H-DoubleRead: foreign value"),
-    Model(
-        "MCDoubleReadCount",
-        INVARIANT,
-        "CountsSound",
-        False,
-        "H-DoubleRead: late increment inflates a new chunk",
-    ),
-    Model("MCClearInFlight", INVARIANT, "ReadsReturnPutValue", False, "H-ClearInFlight"),
-    Model(
-        "MCClearDrain",
-        INVARIANT,
-        "ReadsReturnPutValue",
-        True,
-        "H-ClearDrain: pending read begins between clear and reuse",
-    ),
-    Model(
-        "MCEndWindow",
-        INVARIANT,
-        "CountsSound",
-        True,
-        "H-EndWindow: writer step between F2's re-check and the increment",
-    ),
-    Model(
-        "MCEndWindowClear",
-        INVARIANT,
-        "CountsSound",
-        True,
-        "H-EndWindow: clear while draining, FIXED, A1",
-    ),
-    Model("MCLostReader", LIVENESS, "EveryPutReclaimable", True, "H-LostReader: dropped delivery"),
-    Model(
-        "MCCopyFail",
-        LIVENESS,
-        "EveryPutReclaimable",
-        False,
-        "H-LostReader: deserialize failure pins",
-    ),
-)
+try:
+    MODELS: tuple[Model, ...] = load_manifest(MANIFEST).models
+except ManifestError:  # reported by main(), one line
+    MODELS = ()
 
 
 @dataclass
@@ -124,6 +67,25 @@ class Result:
     @property
     def good(self) -> bool:
         return self.verdict != "UNEXPECTED"
+
+
+_PARSING = re.compile(r"^Parsing file (.+)$", re.M)
+_AT_LINE = re.compile(r"at line (\d+), column (\d+)")
+_SEMANTIC = re.compile(r"line (\d+), col (\d+) to line \d+, col \d+ of module (\w+)")
+
+
+def locate_error(output: str, spec_dir: Path) -> str | None:
+    """`file:line:col` of a TLC parse or semantic error, from its output."""
+    marker = output.find("***Parse Error***")
+    if marker >= 0:
+        files = _PARSING.findall(output[:marker])
+        where = _AT_LINE.search(output, marker)
+        if files and where:
+            return f"{files[-1].strip()}:{where.group(1)}:{where.group(2)}"
+    where = _SEMANTIC.search(output)
+    if where:
+        return f"{spec_dir / (where.group(3) + '.tla')}:{where.group(1)}:{where.group(2)}"
+    return None
 
 
 def judge(model: Model, run: TlcRun) -> Result:
@@ -176,11 +138,19 @@ def print_result(res: Result) -> None:
         print(f"    {res.detail}", flush=True)
 
 
+def _missing(spec_dir: Path, model: Model) -> str | None:
+    for name in (model.tla_file, model.cfg_file):
+        if not (spec_dir / name).is_file():
+            return f"{spec_dir / name}: no such file (model {model.name})"
+    return None
+
+
 def check_model(
     model: Model, spec_dir: Path, out_dir: Path, workers: int, timeout: float | None
 ) -> Result:
-    spec = spec_dir / f"{model.name}.tla"
-    cfg = spec_dir / f"{model.name}.cfg"
+    missing = _missing(spec_dir, model)
+    if missing:
+        return Result(model, "UNEXPECTED", None, missing)
     started = time.monotonic()
 
     def progress(line: str) -> None:
@@ -192,28 +162,48 @@ def check_model(
 
     try:
         run = run_tlc(
-            spec,
-            cfg,
+            spec_dir / model.tla_file,
+            spec_dir / model.cfg_file,
             workers=workers,
-            extra_args=("-deadlock",),  # bounded models stop; 2.15 has no CHECK_DEADLOCK
+            # only where the manifest says why (bounded models stop; 2.15 has
+            # no CHECK_DEADLOCK)
+            extra_args=("-deadlock",) if model.deadlock else (),
             timeout=timeout,
             progress=progress,
             log_path=out_dir / f"{model.name}.out",
         )
     except TlcError as exc:
         return Result(model, "UNEXPECTED", None, str(exc))
+    where = locate_error(run.output, spec_dir) if run.outcome == "error" else None
+    if where:
+        return Result(model, "UNEXPECTED", run, f"{where}: {run.error}")
     return judge(model, run)
 
 
-def select(names: Sequence[str] | None, quick: bool) -> list[Model]:
-    models = [m for m in MODELS if m.quick] if quick else list(MODELS)
+def select(models: Sequence[Model], names: Sequence[str] | None, quick: bool) -> list[Model]:
+    chosen = [m for m in models if m.quick] if quick else [m for m in models if not m.deep]
     if names:
-        known = {m.name: m for m in MODELS}
+        known = {m.name: m for m in models}
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise SystemExit(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(known)}")
-        models = [known[n] for n in names]
-    return models
+            raise SystemExit(
+                f"check: unknown model(s): {', '.join(unknown)} "
+                f"(not in spec/models.toml; known: {', '.join(known)})"
+            )
+        chosen = [known[n] for n in names]
+    return chosen
+
+
+def _record(manifest: Manifest, results: Sequence[Result]) -> None:
+    """Measured columns into the manifest, the table into spec/README.md."""
+    runs = [
+        (r.model.name, Measured(r.run.distinct_states, r.run.depth, r.run.seconds))
+        for r in results
+        if r.good and r.run is not None
+    ]
+    updated = record(manifest, runs)
+    regenerate_readme(manifest.path.parent / "README.md", updated.models)
+    print(f"check: recorded {len(runs)} model(s) in {manifest.path.name} and README.md", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -242,7 +232,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds per model before giving up"
     )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the measured states/depth/time into spec/models.toml and regenerate "
+        "spec/README.md's models table (only with the default --spec-dir)",
+    )
     args = parser.parse_args(argv)
+    spec_dir = args.spec_dir.resolve()
+    try:
+        manifest = load_manifest(spec_dir / "models.toml")
+    except ManifestError as exc:
+        print(f"check: {exc}", file=sys.stderr)
+        return 2
 
     try:
         find_java()
@@ -251,8 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"check: {exc}", file=sys.stderr)
         return 2
 
-    models = select(args.only, args.quick)
-    spec_dir = args.spec_dir.resolve()
+    models = select(manifest.models, args.only, args.quick)
     out_dir = args.out.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"TLC models in {spec_dir} ({len(models)}), raw output in {out_dir}", flush=True)
@@ -265,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(res)
     bad = [r for r in results if not r.good]
     total = time.monotonic() - t0
+    if args.record:
+        _record(manifest, results)
     if bad:
         print(
             f"check: {len(bad)} of {len(results)} model(s) UNEXPECTED "

@@ -125,8 +125,9 @@ HAZARDS: tuple[Hazard, ...] = (
            "clear meets the reused chunk", True),
     Hazard("MCCopyFail", "a read whose deserialization fails is never counted: the "
            "chunk is pinned forever", True, liveness=True, quick=False),
-    Hazard("MCIdWrap", "ABA: ids wrap while a handle is outstanding; the id check "
-           "passes on another object (assumption A3)", False),
+    Hazard("MCIdWrap", "ABA: ids wrap across clear() while a handle is outstanding; "
+           "the id check passes on another object (F4, a new secret on clear, closes it)",
+           True),
     Hazard("MCLostReader", "a delivery is never read: its chunk is pinned forever "
            "(assumption A1: each delivery is read by every reader)", False, liveness=True),
 )

@@ -146,7 +146,8 @@ class StoreModel:
         return Outcome("ok")
 
     def free_unused(self) -> Outcome:
-        for freed in self.free(2 * self.max_obj - 1):
+        # refimpl's target 2*(max_object_size + 8) - 1 bytes = 2*max_obj units
+        for freed in self.free(2 * self.max_obj):
             del self.key_index[self.id_index.pop(freed)]
             del self.writer_flag[freed]
         return Outcome("ok")
@@ -159,6 +160,7 @@ class StoreModel:
         self.id_index.clear()
         self.writer_flag.clear()
         self.touched.clear()
+        self.issued.clear()  # F4: a new signing secret; pending handles are rejected
         return Outcome("ok")
 
     # -- reader actions ----------------------------------------------------------

@@ -135,9 +135,12 @@ class Replayer:
 
     def driver(self) -> Driver:
         c = self.constants
-        return Driver(self.impl, c["N"], n_readers=len(self.readers), id_max=c["ID_MAX"],
-                      max_obj=c.get("MAX_OBJ"), storage=not self.ring_only,
-                      reader_processes=self.reader_processes)
+        driver = Driver(self.impl, c["N"], n_readers=len(self.readers), id_max=c["ID_MAX"],
+                        max_obj=c.get("MAX_OBJ"), storage=not self.ring_only,
+                        reader_processes=self.reader_processes)
+        if c.get("FIXED") is False and hasattr(driver.writer, "RECLAIM_EXTRA"):
+            driver.writer.RECLAIM_EXTRA = 0  # a model of the seed: its reclaim target
+        return driver
 
     def replay(self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
                ) -> ReplayReport:

@@ -87,6 +87,8 @@ VARIABLES
     \* handles
     issued,         \* handle -> size of the put that issued it
     inbox,          \* reader -> bag of handles delivered, not yet read
+    revoked,        \* reader -> bag of deliveries whose signature a clear()
+                    \*   made invalid (ROTATE): reading one is rejected
     rd,             \* reader -> state of its current read
     \* ghosts and bounds
     chunks,         \* chunks allocated and not reclaimed:
@@ -99,7 +101,7 @@ ring_vars == <<data_buffer_start, data_buffer_end, monotonic_id_start,
                monotonic_id_end, metadata>>
 writer_vars == <<key_index, id_index, writer_flag, touched>>
 mem_vars == <<hdr_id, hdr_size, count, payload>>
-vars == <<ring_vars, writer_vars, mem_vars, issued, inbox, rd, chunks,
+vars == <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rd, chunks,
           nissued, last_action>>
 
 Ring == INSTANCE RingBuffer WITH Sizes <- 1..N, FreeSizes <- {N},
@@ -130,8 +132,13 @@ Split == SPLIT_END /\ FIXED
 \* _validate_monotonic_id: the header at cell p carries the handle's id.
 IdMatches(p, h) == hdr_id[p] = h[3]
 
-\* free_unused's target: 2*max_object_size bytes = 2*MAX_OBJ - 1 units.
-FreeTarget == 2 * MAX_OBJ - 1
+\* free_unused's target.  Seed: 2*max_object_size bytes = 2*MAX_OBJ - 1
+\* units.  refimpl (FIXED): 2*(max_object_size + 8) - 1 = 32*MAX_OBJ - 1
+\* bytes; the free loop compares whole-unit sums (multiples of 16) with it,
+\* so it stops at the same chunk as a target of 2*MAX_OBJ units.  Units are
+\* exact only for chunk sizes that are multiples of 16 (DESIGN.md, Units);
+\* MCRingBytes checks the target byte by byte.
+FreeTarget == IF FIXED THEN 2 * MAX_OBJ ELSE 2 * MAX_OBJ - 1
 
 IdleRead == [st |-> "idle", h |-> NoHandle, pos |-> 0, size |-> 0,
              val |-> <<>>]
@@ -140,6 +147,16 @@ IdleRead == [st |-> "idle", h |-> NoHandle, pos |-> 0, size |-> 0,
 BagAdd(b, h) == IF h \in DOMAIN b THEN [b EXCEPT ![h] = @ + 1]
                 ELSE Extend(b, h, 1)
 BagTake(b, h) == IF b[h] = 1 THEN Remove(b, h) ELSE [b EXCEPT ![h] = @ - 1]
+BagUnion(a, b) == [h \in DOMAIN a \cup DOMAIN b |->
+                     (IF h \in DOMAIN a THEN a[h] ELSE 0)
+                     + (IF h \in DOMAIN b THEN b[h] ELSE 0)]
+
+\* F4 (refimpl): clear() writes a new handle-signing secret, so a handle
+\* signed before the clear no longer verifies: its pending deliveries move
+\* to `revoked` and a get of one is rejected.  A definition (TRUE with
+\* FIXED), overridden in a cfg with `ROTATE <- MCNoRotate`, so that other
+\* cfgs and generated trace cfgs need not name it.
+ROTATE == FIXED
 
 -----------------------------------------------------------------------------
 (* The writer's state as one record, so that put can run free_unused and  *)
@@ -199,7 +216,22 @@ AllocOn(S, size) == Ring!AllocAddr(S.end, S.start, S.md, size)
 
 \* allocate_buf at address a, the writes of put (header, count := 0,
 \* payload), increment_writer_flag, key_index, id_index.
-WriteOn(S, k, size, a) ==
+\* MIMIC (a definition, FALSE by default; a cfg overrides it with
+\* `MIMIC <- MCMimic`): the payload bytes of a new chunk may look like a
+\* header.  put then also chooses one payload cell (offset o > 0) whose
+\* bytes read as header (id, sz), as whoever supplied the value can arrange
+\* (FINDINGS #10, issue 15 item 4).  NoMimic: payload bytes are not a header.
+MIMIC == FALSE
+NoMimic == [off |-> 0, id |-> NoId, sz |-> 0]
+Mimics(a, size) ==
+    IF MIMIC
+    THEN {NoMimic} \cup
+         UNION {{[off |-> o, id |-> i, sz |-> z] :
+                   i \in 0..(ID_MAX - 1), z \in 1..(N - ((a % N) + o))}
+                : o \in 1..(size - 1)}
+    ELSE {NoMimic}
+
+WriteOn(S, k, size, a, m) ==
     LET id == S.ide
         p == a % N
     IN  [S EXCEPT
@@ -207,9 +239,11 @@ WriteOn(S, k, size, a) ==
             !.ide = Ring!NextId(id),
             !.md = Extend(S.md, id, a),
             !.hid = [c \in Cells |-> IF c = p THEN id
+                                     ELSE IF m.off > 0 /\ c = p + m.off THEN m.id
                                      ELSE IF p < c /\ c < p + size THEN NoId
                                      ELSE S.hid[c]],
             !.hsz = [c \in Cells |-> IF c = p THEN size
+                                     ELSE IF m.off > 0 /\ c = p + m.off THEN m.sz
                                      ELSE IF p < c /\ c < p + size THEN 0
                                      ELSE S.hsz[c]],
             !.cnt = [c \in Cells |-> IF p <= c /\ c < p + size THEN 0
@@ -247,6 +281,7 @@ Init ==
     /\ payload = [c \in Cells |-> NoKey]
     /\ issued = EmptyFn
     /\ inbox = [r \in Readers |-> EmptyFn]
+    /\ revoked = [r \in Readers |-> EmptyFn]
     /\ rd = [r \in Readers |-> IdleRead]
     /\ chunks = {}
     /\ nissued = 0
@@ -256,6 +291,7 @@ Init ==
 Issue(h, size) ==
     /\ issued' = Extend(issued, h, size)
     /\ inbox' = [r \in Readers |-> BagAdd(inbox[r], h)]
+    /\ UNCHANGED revoked
     /\ nissued' = nissued + 1
 
 \* put(key, size): storage.put(key, value) with a 16*size - 8 byte object.
@@ -269,7 +305,7 @@ put(k, size) ==
     /\ IF k \in DOMAIN key_index \/ size > MAX_OBJ
        THEN /\ last_action' = [name |-> "put", key |-> k, size |-> size,
                                outcome |-> "ValueError", handle |-> NoHandle]
-            /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox,
+            /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked,
                            chunks, nissued>>
        ELSE LET a1 == AllocOn(Cur, size)
                 F  == FreeUnusedOn(Cur)
@@ -282,9 +318,10 @@ put(k, size) ==
                                         size |-> size,
                                         outcome |-> "MemoryError",
                                         handle |-> NoHandle]
-                     /\ UNCHANGED <<issued, inbox, nissued>>
+                     /\ UNCHANGED <<issued, inbox, revoked, nissued>>
                 ELSE LET h == <<k, a, S.ide>>
-                     IN  /\ Commit(WriteOn(S, k, size, a))
+                     IN  /\ \E m \in Mimics(a, size) :
+                                Commit(WriteOn(S, k, size, a, m))
                          /\ Issue(h, size)
                          /\ last_action' = [name |-> "put", key |-> k,
                                             size |-> size, outcome |-> "ok",
@@ -314,7 +351,7 @@ touch(k) ==
     /\ touched' = touched \cup {key_index[k][2]}
     /\ last_action' = [name |-> "touch", key |-> k, outcome |-> "ok"]
     /\ UNCHANGED <<ring_vars, key_index, id_index, writer_flag, mem_vars,
-                   issued, inbox, rd, chunks, nissued>>
+                   issued, inbox, revoked, rd, chunks, nissued>>
 
 \* release_touches() (only taken when something is touched).
 release_touches ==
@@ -322,7 +359,7 @@ release_touches ==
     /\ touched' = {}
     /\ last_action' = [name |-> "release_touches", outcome |-> "ok"]
     /\ UNCHANGED <<ring_vars, key_index, id_index, writer_flag, mem_vars,
-                   issued, inbox, rd, chunks, nissued>>
+                   issued, inbox, revoked, rd, chunks, nissued>>
 
 \* free_unused() (only taken when it reclaims something; otherwise it
 \* changes nothing).
@@ -333,10 +370,11 @@ free_unused ==
         /\ last_action' = [name |-> "free_unused",
                            outcome |-> IF F.keyerror THEN "KeyError" ELSE "ok",
                            freed |-> F.freed]
-        /\ UNCHANGED <<issued, inbox, rd, nissued>>
+        /\ UNCHANGED <<issued, inbox, revoked, rd, nissued>>
 
 \* clear(): ring.clear() and the writer's maps.  Memory is untouched;
 \* deliveries already sent stay in the inboxes (requests still draining).
+\* ROTATE (F4): the secret changes, so those deliveries are revoked.
 clear ==
     /\ CLEAR_WHEN # "any" => \A r \in Readers : rd[r].st = "idle"
     /\ CLEAR_WHEN = "quiescent" => \A r \in Readers : inbox[r] = EmptyFn
@@ -349,45 +387,64 @@ clear ==
     /\ writer_flag' = EmptyFn
     /\ touched' = {}
     /\ chunks' = {}
+    /\ IF ROTATE
+       THEN /\ revoked' = [r \in Readers |-> BagUnion(revoked[r], inbox[r])]
+            /\ inbox' = [r \in Readers |-> EmptyFn]
+       ELSE UNCHANGED <<inbox, revoked>>
     /\ last_action' = [name |-> "clear", outcome |-> "ok"]
-    /\ UNCHANGED <<monotonic_id_end, mem_vars, issued, inbox, rd, nissued>>
+    /\ UNCHANGED <<monotonic_id_end, mem_vars, issued, rd, nissued>>
 
 -----------------------------------------------------------------------------
 (* Reader actions: storage.get(address, id, signature, key) in three steps. *)
 
-HandleSpace == UNION {DOMAIN inbox[r] : r \in Readers}
+HandleSpace == UNION {DOMAIN inbox[r] \cup DOMAIN revoked[r] : r \in Readers}
                \cup DOMAIN issued \cup Forged
 
 \* get_begin(reader, handle): verify the signature (rejected if the writer
-\* never issued the handle), open the chunk at address % N and check the id
-\* in its header (stale: ValueError).  The handle comes from the reader's
-\* inbox (the delivery is consumed), or is an attacker's, or (not A1) is a
-\* handle the reader already read or was never sent.
+\* never issued the handle, or signed it before a clear that rotated the
+\* secret), open the chunk at address % N and check the id in its header
+\* (stale: ValueError).  The handle comes from the reader's inbox (the
+\* delivery is consumed), or from its revoked deliveries, or is an
+\* attacker's, or (not A1) is a handle the reader already read or was never
+\* sent.
+Begin(r, h, revokedSig) ==
+    LET p == h[2] % N
+        o == IF revokedSig \/ h \notin DOMAIN issued THEN "rejected"
+             ELSE IF ~IdMatches(p, h) THEN "stale"
+             ELSE "ok"
+    IN  /\ rd' = IF o = "ok"
+                 THEN [rd EXCEPT ![r] = [st |-> "open", h |-> h, pos |-> p,
+                                         size |-> hdr_size[p],
+                                         val |-> <<>>]]
+                 ELSE rd
+        /\ last_action' = [name |-> "get_begin", reader |-> r,
+                           handle |-> h, outcome |-> o]
+
 GetBegin(r, h) ==
     /\ rd[r].st = "idle"
-    /\ \/ h \in DOMAIN inbox[r] /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
+    /\ \/ /\ h \in DOMAIN inbox[r]
+          /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
+          /\ revoked' = revoked
+          /\ Begin(r, h, FALSE)
+       \/ /\ h \in DOMAIN revoked[r]
+          /\ revoked' = [revoked EXCEPT ![r] = BagTake(@, h)]
+          /\ inbox' = inbox
+          /\ Begin(r, h, TRUE)
        \* a forgery (a handle the writer issued is none: reading it outside
        \* the inbox is a re-read, below)
-       \/ h \in Forged /\ h \notin DOMAIN issued /\ inbox' = inbox
-       \/ ~A1 /\ h \in DOMAIN issued /\ inbox' = inbox
-    /\ LET p == h[2] % N
-           o == IF h \notin DOMAIN issued THEN "rejected"
-                ELSE IF ~IdMatches(p, h) THEN "stale"
-                ELSE "ok"
-       IN  /\ rd' = IF o = "ok"
-                    THEN [rd EXCEPT ![r] = [st |-> "open", h |-> h, pos |-> p,
-                                            size |-> hdr_size[p],
-                                            val |-> <<>>]]
-                    ELSE rd
-           /\ last_action' = [name |-> "get_begin", reader |-> r,
-                              handle |-> h, outcome |-> o]
+       \/ /\ h \in Forged /\ h \notin DOMAIN issued
+          /\ UNCHANGED <<inbox, revoked>>
+          /\ Begin(r, h, FALSE)
+       \/ /\ ~A1 /\ h \in DOMAIN issued
+          /\ UNCHANGED <<inbox, revoked>>
+          /\ Begin(r, h, FALSE)
     /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, chunks, nissued>>
 
 \* A delivery from the inbox (A1: the only way an issued handle is read).
 ReadInbox(r) ==
-    \E h \in DOMAIN inbox[r] :
+    \E h \in DOMAIN inbox[r] \cup DOMAIN revoked[r] :
         /\ GetBegin(r, h)
-        /\ inbox'[r] # inbox[r]
+        /\ inbox'[r] # inbox[r] \/ revoked'[r] # revoked[r]
 
 \* (The handle is chosen inside, so that TLC labels the step get_begin.)
 get_begin(r) == \E h \in HandleSpace : GetBegin(r, h)
@@ -404,7 +461,7 @@ get_copy(r) ==
               /\ rd' = [rd EXCEPT ![r].st = "failed"]
               /\ last_action' = [name |-> "get_copy", reader |-> r,
                                  outcome |-> "DeserializeError"]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, chunks,
                    nissued>>
 
 \* F2's re-check (refimpl's _recheck): the header at the cell the reader
@@ -444,7 +501,7 @@ get_end(r) ==
                               outcome |-> o,
                               value |-> IF o = "ok" THEN rd[r].val ELSE <<>>]
     /\ rd' = [rd EXCEPT ![r] = IdleRead]
-    /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox,
+    /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox, revoked,
                    nissued>>
 
 \* get_check(reader) (Split only): F2's re-check of the header id under the
@@ -462,7 +519,7 @@ get_check(r) ==
             /\ last_action' = [name |-> "get_end", reader |-> r,
                                handle |-> rd[r].h, outcome |-> "stale",
                                value |-> <<>>]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, chunks,
                    nissued>>
 
 \* drop_delivery(reader): environment (LOSSY): a delivery is never read
@@ -473,7 +530,7 @@ drop_delivery(r) ==
           /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
           /\ last_action' = [name |-> "drop_delivery", reader |-> r,
                              handle |-> h, outcome |-> "ok"]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, rd, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, revoked, rd, chunks,
                    nissued>>
 
 -----------------------------------------------------------------------------
@@ -498,16 +555,17 @@ Spec == Init /\ [][Next]_vars
 \* []<><<A>>_vars, with ENABLED replaced by an equivalent state predicate
 \* and the step recognised by last_action (TLC 2.15 evaluates ENABLED of
 \* free_unused, whose recursive free loop it does not cache there, orders
-\* of magnitude too slowly).  One condition per side: issuances are
-\* bounded, so every reader has finitely many steps and one that can step
-\* is not starved for ever by the others.
+\* of magnitude too slowly).  Fairness is per reader (below); the
+\* aggregate ReaderCanStep/ReaderStepped remain for
+\* FairnessPredicatesExact.
 ReaderStep == \E r \in Readers : ReadInbox(r) \/ get_copy(r) \/ get_check(r)
                                  \/ get_end(r)
 \* = ENABLED <<ReaderStep>>_vars
 ReaderCanStep == \E r \in Readers : rd[r].st # "idle" \/ inbox[r] # EmptyFn
+                                     \/ revoked[r] # EmptyFn
 ReaderStepped ==
     \/ last_action'.name \in {"get_copy", "get_check", "get_end"}
-    \/ last_action'.name = "get_begin" /\ inbox' # inbox
+    \/ last_action'.name = "get_begin" /\ (inbox' # inbox \/ revoked' # revoked)
 
 Housekeeping == release_touches \/ free_unused
 \* = ENABLED <<Housekeeping>>_vars: free_unused frees something iff the
@@ -519,8 +577,19 @@ HousekeepingCanStep ==
 HousekeepingStepped ==
     last_action'.name \in {"release_touches", "free_unused"}
 
+\* Per reader: a reader that can step for ever eventually steps, whatever
+\* the others do (weak fairness per reader, same construction).
+ReaderCanStepR(r) == rd[r].st # "idle" \/ inbox[r] # EmptyFn
+                     \/ revoked[r] # EmptyFn
+ReaderSteppedR(r) ==
+    /\ "reader" \in DOMAIN last_action'
+    /\ last_action'.reader = r
+    /\ \/ last_action'.name \in {"get_copy", "get_check", "get_end"}
+       \/ last_action'.name = "get_begin"
+          /\ (inbox'[r] # inbox[r] \/ revoked'[r] # revoked[r])
+
 Fairness ==
-    /\ <>[]ReaderCanStep => []<><<ReaderStepped>>_vars
+    /\ \A r \in Readers : <>[]ReaderCanStepR(r) => []<><<ReaderSteppedR(r)>>_vars
     /\ <>[]HousekeepingCanStep => []<><<HousekeepingStepped>>_vars
 
 \* Checks (small models) that the predicates above are the ENABLED ones.
@@ -549,7 +618,33 @@ TypeOk ==
     /\ count \in [Cells -> Nat]
     /\ payload \in [Cells -> Keys \cup {NoKey, Corrupt}]
     /\ DOMAIN issued \subseteq Handles
+    /\ \A i \in DOMAIN metadata : metadata[i] \in 0..(2 * N - 1)
+    /\ \A k \in DOMAIN key_index :
+          key_index[k] \in (0..(2 * N - 1)) \X (0..(ID_MAX - 1))
+    /\ DOMAIN id_index \subseteq 0..(ID_MAX - 1)
+    /\ \A i \in DOMAIN id_index : id_index[i] \in Keys
+    /\ \A i \in DOMAIN writer_flag : writer_flag[i] \in 1..MaxIssues
+    /\ \A h \in DOMAIN issued : issued[h] \in 1..N
+    /\ \A c \in chunks : /\ c.id \in 0..(ID_MAX - 1)
+                         /\ c.addr \in 0..(2 * N - 1)
+                         /\ c.size \in 1..N
+                         /\ c.key \in Keys
+                         /\ c.reads \in Nat
+    /\ last_action.name \in {"init", "put", "get_cached", "touch",
+                             "release_touches", "free_unused", "clear",
+                             "get_begin", "get_copy", "get_check", "get_end",
+                             "drop_delivery"}
+    /\ \A r \in Readers :
+          /\ \A h \in DOMAIN inbox[r] : inbox[r][h] \in 1..MaxIssues
+          /\ \A h \in DOMAIN revoked[r] : revoked[r][h] \in 1..MaxIssues
+          /\ rd[r].h \in Handles \cup {NoHandle}
+          /\ rd[r].pos \in Cells
+          /\ rd[r].size \in 0..N
+          /\ \A i \in DOMAIN rd[r].val :
+                rd[r].val[i] \in Keys \cup {NoKey, Corrupt}
     /\ \A r \in Readers : /\ DOMAIN inbox[r] \subseteq Handles
+                          /\ DOMAIN revoked[r] \subseteq Handles
+                          /\ ROTATE \/ revoked[r] = EmptyFn
                           /\ rd[r].st \in {"idle", "open", "copied", "failed",
                                          "checked", "checked_failed"}
     /\ nissued \in 0..MaxIssues
@@ -617,11 +712,48 @@ ReadsReturnPutValue ==
 CountsSound ==
     \A c \in chunks : count[c.addr % N] <= c.reads
 
+\* The count of a live chunk is exactly the number of completed reads of
+\* it (increments by readers whose handle named it): no stray increment
+\* landed on it and none was lost (stronger than CountsSound).
+CountsExact ==
+    \A c \in chunks : count[c.addr % N] = c.reads
+
+\* Every outstanding handle pins its chunk: while a delivery of a live
+\* chunk's handle is pending, or a read of it is in flight, the chunk is
+\* not reclaimable (so free_unused cannot reuse it under the reader).
+Names(h, c) == c.id = h[3] /\ c.addr = h[2]
+OutstandingPinned ==
+    \A c \in chunks :
+        (\/ \E r \in Readers : \E h \in DOMAIN inbox[r] : Names(h, c)
+         \/ \E r \in Readers : rd[r].st # "idle" /\ Names(rd[r].h, c))
+        => ~IsFreeIn(Cur, c.id)
+
+\* free_unused (alone or inside put) returns exactly the ids it removed
+\* from the ring's metadata, and the writer's maps forget exactly those
+\* (an action property: check it under PROPERTIES).
+FreeReturnsWhatItRemoves ==
+    [][/\ last_action'.name = "free_unused"
+         => {last_action'.freed[i] : i \in DOMAIN last_action'.freed}
+            = DOMAIN metadata \ DOMAIN metadata'
+       /\ last_action'.name \in {"free_unused", "put"}
+         => DOMAIN id_index \ DOMAIN id_index' = DOMAIN metadata \ DOMAIN metadata'
+      ]_vars
+
 \* put raises MemoryError only when some live chunk is really not reclaimable
 \* (the 2*max_object_size free target always leaves room otherwise).
 MemoryErrorOnlyWhenPinned ==
     (last_action.name = "put" /\ last_action.outcome = "MemoryError")
         => \E i \in DOMAIN metadata : ~IsFreeIn(Cur, i)
+
+-----------------------------------------------------------------------------
+(* Refinement: Spec => AbstractCache!Spec under this mapping.              *)
+
+AC == INSTANCE AbstractCache WITH
+        cache <- [h \in DOMAIN issued |-> Value(h[1], issued[h])],
+        got <- IF last_action.name = "get_end" /\ last_action.outcome = "ok"
+               THEN <<last_action.handle, last_action.value>>
+               ELSE <<>>
+AbstractSpec == AC!Spec
 
 -----------------------------------------------------------------------------
 (* Liveness.                                                               *)

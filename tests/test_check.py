@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref import check
+from shmref import check, manifest
 from shmref.tlc import TlcError, find_jar, find_java
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,35 +48,97 @@ def broken_copy(tmp_path: Path, old: str, new: str) -> Path:
     return spec_dir
 
 
-def test_table_is_consistent() -> None:
-    names = [m.name for m in check.MODELS]
-    assert len(names) == len(set(names))
-    for m in check.MODELS:
-        assert (SPEC / f"{m.name}.tla").is_file(), m.name
-        assert (SPEC / f"{m.name}.cfg").is_file(), m.name
-        assert (m.expect == check.PASS) == (m.prop is None), m.name
-    # every hazard has a quick model, and quick has must-pass models too
-    quick = [m for m in check.MODELS if m.quick]
+MANIFEST = manifest.load_manifest(SPEC / "models.toml")
+
+
+def test_manifest_is_consistent() -> None:
+    assert check.MODELS == MANIFEST.models
+    for m in MANIFEST.models:
+        assert (SPEC / m.tla_file).is_file(), m.name
+        assert (SPEC / m.cfg_file).is_file(), m.name
+        assert m.code and m.bounds and m.what, f"{m.name}: code, bounds and what are required"
+        if m.expect == check.PASS and not m.deep:  # deep profiles: measured elsewhere
+            assert m.measured.distinct, f"{m.name}: must-pass model without a measured count"
+    quick = [m for m in MANIFEST.models if m.quick]
     assert any(m.expect == check.PASS for m in quick)
     assert any(m.expect != check.PASS for m in quick)
 
 
-def test_every_model_file_is_in_the_table_and_readme() -> None:
-    names = {m.name for m in check.MODELS}
-    assert {p.stem for p in SPEC.glob("MC*.tla")} == names
+def test_every_spec_file_is_named_by_the_manifest(tmp_path: Path) -> None:
+    assert manifest.unnamed_files(SPEC, MANIFEST) == []
+    # broken input: a stray model file is reported
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    (spec_dir / "MCStray.cfg").write_text("INIT Init\n")
+    assert manifest.unnamed_files(spec_dir, MANIFEST) == ["MCStray.cfg"]
+
+
+def test_readme_table_is_generated_from_the_manifest() -> None:
     readme = (SPEC / "README.md").read_text()
-    assert "tbd" not in readme
-    for name in names:
-        assert f"| {name} |" in readme, f"{name} missing from spec/README.md's models table"
+    table = readme.split(manifest.TABLE_BEGIN, 1)[1].split(manifest.TABLE_END, 1)[0]
+    assert table.strip() == manifest.models_table(MANIFEST.models).strip()
+    for m in MANIFEST.models:
+        assert f"| {m.name} " in table
 
 
-def test_quick_models_as_expected(tmp_path: Path) -> None:
-    proc = run_check("--quick", "--out", str(tmp_path / "out"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "UNEXPECTED" not in proc.stdout
-    assert "expected FAIL reproduced" in proc.stdout
+def test_quick_models_match_the_manifest(tmp_path: Path) -> None:
+    quick = [m for m in MANIFEST.models if m.quick]
+    for model in quick:
+        result = check.check_model(model, SPEC, tmp_path, workers=1, timeout=300)
+        assert result.good, f"{model.name}: {result.detail}"
+        assert result.run is not None
+        assert manifest.drift(model, result.run.distinct_states, MANIFEST.tolerance) is None
     # the counterexamples are kept for the replayer
-    assert (tmp_path / "out" / "MCClearDrain.out").read_text().count("@!@!@STARTMSG 2217") >= 2
+    assert (tmp_path / "MCClearDrain.out").read_text().count("@!@!@STARTMSG 2217") >= 2
+
+
+def test_drift_is_caught() -> None:
+    model = next(m for m in MANIFEST.models if m.quick and m.expect == check.PASS)
+    assert model.measured.distinct is not None
+    assert manifest.drift(model, model.measured.distinct, MANIFEST.tolerance) is None
+    assert manifest.drift(model, 2 * model.measured.distinct, MANIFEST.tolerance)
+    assert manifest.drift(model, None, MANIFEST.tolerance)
+
+
+def test_unknown_model_is_one_line() -> None:
+    proc = run_check("--only", "MCNoSuchModel")
+    assert proc.returncode != 0
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and "MCNoSuchModel" in err and "models.toml" in err
+
+
+def test_missing_cfg_names_the_file(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    (spec_dir / "MCRingFixed.cfg").unlink()
+    proc = run_check("--spec-dir", str(spec_dir), "--out", str(tmp_path), "--only", "MCRingFixed")
+    assert proc.returncode == 1
+    assert f"{spec_dir / 'MCRingFixed.cfg'}: no such file" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_parse_error_names_file_and_line(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    ring = spec_dir / "RingBuffer.tla"
+    lines = ring.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if line.startswith("Spec =="))
+    lines[number - 1] += " )"
+    ring.write_text("\n".join(lines) + "\n")
+    proc = run_check("--spec-dir", str(spec_dir), "--out", str(tmp_path), "--only", "MCRingFixed")
+    assert proc.returncode == 1
+    assert f"{ring}:{number}:" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_bad_manifest_is_one_line(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    (spec_dir / "models.toml").write_text("[[model]]\nname = 'X'\nexpect = 'maybe'\n")
+    proc = run_check("--spec-dir", str(spec_dir))
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and "models.toml" in err and "expect" in err
 
 
 def test_free_rule_without_reader_factor_fails(tmp_path: Path) -> None:
@@ -113,3 +175,57 @@ def test_missing_java_is_one_line(
     assert check.main(["--quick"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Java not found" in err
+
+
+def _only(spec_dir: Path, base: str, clause: str) -> check.Model:
+    """A must-pass model on `base`'s module and bounds that checks only `clause`."""
+    text = (spec_dir / f"{base}.cfg").read_text()
+    head = text[: text.index("INVARIANTS")]
+    (spec_dir / "Only.cfg").write_text(head + clause + "\n")
+    return check.Model("Only", check.PASS, None, True, "one property", module=base, cfg="Only.cfg")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "clause", "base"),
+    [
+        # one read per chunk is taken for all: a chunk whose delivery is still
+        # pending for the other reader becomes reclaimable
+        ("WFlag(S.wf, id) * R", "WFlag(S.wf, id)", "INVARIANTS\n    OutstandingPinned",
+         "MCStorageSmall"),
+        # a read counts twice
+        ("THEN /\\ count' = [count EXCEPT ![p] = @ + 1]",
+         "THEN /\\ count' = [count EXCEPT ![p] = @ + 2]", "INVARIANTS\n    CountsExact",
+         "MCStorageSmall"),
+        # free_buf's returned ids lose the first one
+        ("ret |-> FreedIds(ids, s.ids)]",
+         "ret |-> LET f == FreedIds(ids, s.ids) IN IF f = <<>> THEN f ELSE Tail(f)]",
+         "PROPERTIES\n    FreeReturnsWhatItRemoves", "MCStorageSmall"),
+        # no id check (nor F2's re-check): a read of a reused chunk returns
+        # another key's value, which the abstract cache never returns
+        ("IdMatches(p, h) == hdr_id[p] = h[3]", "IdMatches(p, h) == TRUE",
+         "PROPERTIES\n    AbstractSpec", "MCStorageFixedSmall"),
+    ],
+)
+def test_new_properties_catch_their_broken_variant(
+    tmp_path: Path, old: str, new: str, clause: str, base: str
+) -> None:
+    good = broken_copy(tmp_path / "good", "IdleRead ==", "IdleRead ==")
+    result = check.check_model(_only(good, base, clause), good, tmp_path, 1, 300)
+    assert result.verdict == "PASS", result.detail
+    spec_dir = broken_copy(tmp_path, old, new) if "FreedIds" not in old else _ring_broken(
+        tmp_path, old, new
+    )
+    model = _only(spec_dir, base, clause)
+    result = check.check_model(model, spec_dir, tmp_path, 1, 300)
+    assert result.verdict == "UNEXPECTED" and result.run is not None, result.detail
+    assert result.run.outcome in ("invariant", "liveness"), result.detail
+
+
+def _ring_broken(tmp_path: Path, old: str, new: str) -> Path:
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(SPEC, spec_dir)
+    ring = spec_dir / "RingBuffer.tla"
+    text = ring.read_text()
+    assert text.count(old) == 1
+    ring.write_text(text.replace(old, new))
+    return spec_dir

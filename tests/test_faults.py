@@ -102,27 +102,30 @@ def read_with_bound(handle: Any, signed: tuple, timeout: float | None, results: 
 
 def test_reader_killed_holding_the_lock(ring_factory):
     lock = CTX.Lock()
-    writer = refimpl.SingleWriterShmObjectStorage(256, 2, ring_factory(4096), reader_lock=lock)
+    # The writer is built as vLLM's sender is, without the readers' lock (a
+    # writer holding it would wait in put as the readers do); readers get it.
+    writer = refimpl.SingleWriterShmObjectStorage(256, 2, ring_factory(4096))
+    handle = dataclasses.replace(writer.handle(), reader_lock=lock)
     address, monotonic_id = writer.put("k", "value")
     signed = (address, monotonic_id, writer.get_signature("k"), "k")
-    dying = CTX.Process(target=reader_dies_holding_the_lock, args=(writer.handle(), signed))
+    dying = CTX.Process(target=reader_dies_holding_the_lock, args=(handle, signed))
     dying.start()
     dying.join(WAIT)
     assert dying.exitcode == -signal.SIGKILL
     assert not lock.acquire(False)  # the dead reader still holds it
 
     results = CTX.Queue()
-    bounded = CTX.Process(target=read_with_bound, args=(writer.handle(), signed, 1.0, results))
+    bounded = CTX.Process(target=read_with_bound, args=(handle, signed, 1.0, results))
     bounded.start()
     assert results.get(timeout=WAIT)[0] == "reading"
     outcome, message = results.get(timeout=WAIT)
     bounded.join(WAIT)
     assert outcome == "ReaderLockTimeout", message
     assert "died while holding it" in message
-    writer.put("after", "the writer takes no reader lock")  # the writer carries on
+    writer.put("after", "a lockless writer carries on")
 
     # Control: without the bound (the seed's wait), the reader blocks for good.
-    unbounded = CTX.Process(target=read_with_bound, args=(writer.handle(), signed, None, results))
+    unbounded = CTX.Process(target=read_with_bound, args=(handle, signed, None, results))
     unbounded.start()
     try:
         assert results.get(timeout=WAIT)[0] == "reading"
@@ -138,7 +141,9 @@ def test_reader_killed_holding_the_lock(ring_factory):
 
 def writer_dies_mid_put(name: str, lock: Any, conn: Any) -> None:
     ring = refimpl.SingleWriterShmRingBuffer(4096, name=name, create=True)
-    writer = refimpl.SingleWriterShmObjectStorage(512, 1, ring, reader_lock=lock)
+    # vLLM's sender holds no reader lock (one that did would die holding it here,
+    # inside put, and the readers would then time out on it).
+    writer = refimpl.SingleWriterShmObjectStorage(512, 1, ring)
     handles = []
     for key in ("a", "b"):
         address, monotonic_id = writer.put(key, key * 100)
