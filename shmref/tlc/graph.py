@@ -176,11 +176,11 @@ def covering_paths(
         uncovered.difference_update(walk)
         node = first[1]
         while max_length is None or len(walk) < max_length:
-            e = next_open(node)
-            if e is not None:
-                walk.append(e)
-                uncovered.discard(e)
-                node = e[1]
+            step = next_open(node)
+            if step is not None:
+                walk.append(step)
+                uncovered.discard(step)
+                node = step[1]
                 continue
             extra = detour(node)
             if extra is None:

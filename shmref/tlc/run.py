@@ -253,8 +253,8 @@ def run_tlc(
     cmd += ["-cp", str(jar), "tlc2.TLC"]
     cmd += ["-tool", "-workers", str(n_workers), "-metadir", str(tmp / "meta")]
     if simulate is not None:
-        num, depth, seed = simulate
-        if num < 1 or depth < 1:
+        num, sim_depth, seed = simulate
+        if num < 1 or sim_depth < 1:
             shutil.rmtree(tmp, ignore_errors=True)
             raise TlcError(f"simulate needs num >= 1 and depth >= 1, got {simulate}")
         sim_arg = f"num={num}"
@@ -265,7 +265,7 @@ def run_tlc(
                 if SIM_FILE.match(old.name) and old.is_file():
                     old.unlink()
             sim_arg = f"file={simulate_dir / 'trace'},{sim_arg}"
-        cmd += ["-simulate", sim_arg, "-depth", str(depth), "-seed", str(seed)]
+        cmd += ["-simulate", sim_arg, "-depth", str(sim_depth), "-seed", str(seed)]
     elif simulate_dir is not None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise TlcError("simulate_dir needs simulate=(num, depth, seed)")
@@ -343,7 +343,9 @@ def run_tlc(
 
     outcome = _EXIT_OUTCOMES.get(exit_code, "error")
     violated: str | None = None
-    distinct = generated = depth = None
+    distinct: int | None = None
+    generated: int | None = None
+    depth: int | None = None
     last_progress_depth: int | None = None
     for m in messages:
         if m.code in (2110, 2107):
