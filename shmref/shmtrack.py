@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from multiprocessing import shared_memory
 
-_created: set[str] = set()
+_created: dict[str, str] = {}  # name -> who created it (shmtrack.owner then)
+owner = "(outside any test)"  # set by the test session to the running test's id
 _original_init = shared_memory.SharedMemory.__init__
 
 
@@ -21,7 +22,7 @@ def _recording_init(self, name=None, create=False, size=0, *args, **kwargs):  # 
         # Also when __init__ fails after shm_open (e.g. a non-int size makes
         # ftruncate raise): Python 3.11 leaves that segment behind.
         if create and getattr(self, "_name", None):
-            _created.add(self._name)
+            _created.setdefault(self._name, owner)
 
 
 def start() -> None:
@@ -31,6 +32,10 @@ def start() -> None:
 
 def created() -> set[str]:
     return set(_created)
+
+
+def creator(name: str) -> str:
+    return _created.get(name, "(unknown)")
 
 
 def leaked() -> set[str]:
