@@ -251,6 +251,7 @@ class Driver:
         outcome = self._run(lambda: self._units(_keep(returned, self.writer.put(key, value))))
         if returned:
             self.value_keys[value] = key
+            self.placed.pop(key, None)  # keep `placed` in allocation (FIFO) order
             self._issue(key, returned[0])
         return outcome
 

@@ -11,6 +11,7 @@ from types import ModuleType
 import pytest
 
 from shmref import shmtrack
+from shmref.contract import MissingCapability
 from shmref.impl import load_impl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,6 +50,16 @@ def no_leaked_segments():
     if leaked:
         blamed = "; ".join(f"{name} created by {shmtrack.creator(name)}" for name in sorted(leaked))
         pytest.fail(f"test session leaked shared-memory segments: {blamed}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """A property that needs an optional capability the implementation lacks
+    is `not run: missing X` (a skip with that reason), never a pass."""
+    try:
+        return (yield)
+    except MissingCapability as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.hookimpl(wrapper=True)
