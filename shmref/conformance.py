@@ -4,35 +4,44 @@
     python -m shmref.conformance --impl MODULE --hazard MCDoubleRead
     python -m shmref.conformance --validate-trace recording.json
 
-Runs, against MODULE ('seed' builds the seed's own code): the behavioural
-tests, the side-by-side tests with refimpl (tests/test_layout.py), the TLC
-trace replays and the Hypothesis state machines (pytest in a subprocess with
-`--impl MODULE --junitxml`); the hazard counterexamples of the spec's hazard
-models replayed on MODULE; and trace validation (a recorded run of MODULE
-checked by TLC against the spec). It writes DIR/conformance.md and
-DIR/conformance.json (default DIR: build/conformance/<module>), grouping
-every property into three levels an implementation can claim:
+The implementation is judged by the written contract (shmref.contract) and
+nothing else: a module lacking a required name is refused (exit 2, one line
+naming the module and the missing names). Against MODULE ('seed' builds the
+seed's own code) it runs the behavioural tests, the side-by-side tests with
+the seed and refimpl (tests/test_layout.py), the TLC trace replays and the
+Hypothesis state machines (pytest in a subprocess with `--impl MODULE
+--junitxml`); the hazard counterexamples of the spec's hazard models replayed
+on MODULE; and trace validation (a recorded run checked by TLC). It writes
+DIR/conformance.md and DIR/conformance.json (default DIR:
+build/conformance/<module>), every property in one of three levels:
 
-- API-compatible: the same values, keys and exceptions as refimpl for the
-  same calls.
-- layout-compatible: the same addresses, ids and segment bytes, so its
-  readers and refimpl's (or the seed's) writer can share one segment.
-- protocol-safe: the spec's replays and state machine pass, a recorded run
+- seed-compatible: what the seed's code does (values, exception types, ids,
+  addresses, segment bytes); the seed passes all of it by construction, and
+  where the seed's behaviour is a FINDINGS.md defect, refimpl's fix passes too.
+- hardened (optional): refimpl's fixes, each property naming the findings
+  it closes.
+- protocol-safe: the spec's replays and state machines pass, a recorded run
   is a behaviour of the spec, and no hazard counterexample makes it return a
   wrong value or count a read on another chunk. Hazards that no
-  layout-compatible implementation can close are reported as "assumption".
+  seed-compatible implementation can close are reported as "assumption".
 
-Every failure comes with its shortest trace (Hypothesis' shrunk falsifying
-example, or the TLC counterexample as replayed) and one command that
-replays it. Exit status: 0 if all three levels pass, 1 otherwise.
+Every property carries the seed's own result beside the implementation's
+(the seed baseline: one run, cached under DIR/seed-baseline). A property
+that needs an optional capability the module lacks is `not run: missing X`.
+Every failure comes with its shortest trace and one command that replays it
+when pasted into a fresh shell. Exit status: 0 if seed-compatible and
+protocol-safe pass (and hardened, unless it is left out with --level), 1
+otherwise, 2 for a module that does not import or lacks required names.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -44,7 +53,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shmref import tlc
+from shmref import contract, tlc
 from shmref.corpus import spec_digest
 from shmref.driver import Driver, Outcome
 from shmref.impl import load_impl
@@ -52,45 +61,74 @@ from shmref.recorder import Recorder, Recording, Validation, random_workload, va
 from shmref.replay import SPEC_DIR, Replayer, describe
 
 REPO = Path(__file__).resolve().parents[1]
-API, LAYOUT, PROTOCOL = "API-compatible", "layout-compatible", "protocol-safe"
-LEVELS = (API, LAYOUT, PROTOCOL)
+SEED, HARDENED, PROTOCOL = "seed-compatible", "hardened", "protocol-safe"
+LEVELS = (SEED, HARDENED, PROTOCOL)
 LEVEL_MEANING = {
-    API: "same values, keys and exceptions as refimpl for the same calls",
-    LAYOUT: "same addresses, ids and segment bytes as refimpl: its readers and "
-            "refimpl's (or the seed's) writer can share one segment",
-    PROTOCOL: "none of the spec's hazards: replays, state machine and a recorded run "
+    SEED: "the seed's values, exception types, ids, addresses and segment bytes "
+          "(refimpl's where it fixes a documented finding)",
+    HARDENED: "refimpl's fixes: clear errors for bad input and the findings each "
+              "property names (optional)",
+    PROTOCOL: "none of the spec's hazards: replays, state machines and a recorded run "
               "agree with the spec; no hazard counterexample returns a wrong value",
 }
-PASS, FAIL, SKIP, ASSUMPTION, ERROR = "pass", "FAIL", "skip", "assumption", "ERROR"
+PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR = ("pass", "FAIL", "skip", "not run",
+                                                "assumption", "ERROR")
 
 
 @dataclass(frozen=True)
 class TestGroup:
-    """A pytest selection that makes up one or more properties of a level."""
+    """A pytest selection that makes up one or more properties of a level. A
+    case belongs to the group with the longest matching selection. A group
+    whose selection is a file or a class gives one property per test
+    function; any other group is one property named `name` (default: the
+    selection)."""
 
     level: str
     select: str  # pytest node id (prefix)
     what: str
     quick: bool = True
+    name: str = ""
+    closes: str = ""  # the FINDINGS.md entries a hardened property closes
+
+    @property
+    def split(self) -> bool:
+        tail = self.select.split("::")[-1]
+        return self.select.endswith(".py") or tail[:1].isupper()
+
+    @property
+    def label(self) -> str:
+        return self.name or self.select.removeprefix("tests/")
 
 
 TEST_GROUPS: tuple[TestGroup, ...] = (
-    TestGroup(API, "tests/test_ring.py", "ring: docstring scenarios, ids, bad input"),
-    TestGroup(API, "tests/test_storage.py", "storage: handles, counting, reclamation, bad input"),
-    TestGroup(API, "tests/test_layout.py::test_same_results_as_refimpl",
-              "differential: one call sequence on refimpl and the impl, same results"),
-    TestGroup(LAYOUT, "tests/test_layout.py::test_same_segment_bytes_as_refimpl",
-              "same addresses, ids and segment bytes as refimpl after every call"),
-    TestGroup(LAYOUT, "tests/test_layout.py::test_refimpl_writer_impl_readers",
-              "refimpl writer, impl readers, one segment"),
-    TestGroup(LAYOUT, "tests/test_layout.py::test_impl_writer_refimpl_readers",
-              "impl writer, refimpl readers, one segment"),
-    TestGroup(LAYOUT, "tests/test_layout.py::test_mixed_readers_on_one_segment",
-              "readers of both on one segment"),
+    TestGroup(SEED, "tests/test_ring.py", "ring: docstring scenarios, ids"),
+    TestGroup(SEED, "tests/test_storage.py", "storage: handles, counting, reclamation"),
+    TestGroup(SEED, "tests/test_layout.py::test_same_results_as_seed",
+              "differential: one call sequence on the seed and the impl, same results"),
+    TestGroup(SEED, "tests/test_layout.py::test_same_segment_bytes_as_seed",
+              "same addresses, ids and segment bytes as the seed after every call"),
+    TestGroup(SEED, "tests/test_layout.py::test_seed_writer_impl_readers",
+              "the seed's writer, impl readers, one segment"),
+    TestGroup(SEED, "tests/test_layout.py::test_impl_writer_seed_readers",
+              "impl writer, the seed's readers, one segment"),
+    TestGroup(SEED, "tests/test_layout.py::test_mixed_readers_on_one_segment",
+              "readers of the seed, refimpl and the impl on one segment"),
+    TestGroup(HARDENED, "tests/test_ring.py::TestBadInput",
+              "ring: bad input is a clear ValueError", closes="findings 1, 4, 9, 12, 14"),
+    TestGroup(HARDENED, "tests/test_storage.py::TestBadHandles",
+              "storage: every malformed handle is a ValueError", closes="finding 2"),
+    TestGroup(HARDENED, "tests/test_storage.py::TestBadPuts",
+              "storage: bad puts and misuse are clear errors, nothing left half-done",
+              closes="findings 1, 3, 6, 9"),
+    TestGroup(HARDENED, "tests/test_layout.py::test_same_results_as_refimpl",
+              "differential: refimpl's result on every call, bad input included",
+              closes="findings 1-3, 6, 7, 9, 12"),
     TestGroup(PROTOCOL, "tests/test_replay.py::test_simulation_corpus_replays[MCStorage]",
-              "TLC simulation traces of MCStorage replayed step by step"),
+              "TLC simulation traces of MCStorage replayed step by step",
+              name="replay MCStorage"),
     TestGroup(PROTOCOL, "tests/test_replay.py::test_simulation_corpus_replays[MCRing]",
-              "TLC simulation traces of MCRing replayed step by step", quick=False),
+              "TLC simulation traces of MCRing replayed step by step", quick=False,
+              name="replay MCRing"),
     TestGroup(PROTOCOL, "tests/test_replay.py::test_allocator_state_graph_every_edge",
               "every edge of the allocator's state graph replayed", quick=False),
     TestGroup(PROTOCOL, "tests/test_stateful.py::test_store_machine",
@@ -100,17 +138,18 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(PROTOCOL, "tests/test_stateful.py::test_store_machine_small_ids",
               "state machine with ID_MAX 3 (ids wrap, live-id limit)", quick=False),
 )
-NOT_RUN = ("tests/test_stateful.py::test_store_machine_reader_processes (readers in "
-           "processes; minutes to shrink a failure)")
+NOT_RUN_GROUPS = ("tests/test_stateful.py::test_store_machine_reader_processes (readers in "
+                  "processes; minutes to shrink a failure)")
 
 
 @dataclass(frozen=True)
 class Hazard:
     model: str
     what: str
-    closable: bool  # False: no layout-compatible implementation can close it
+    closable: bool  # False: no seed-compatible implementation can close it
     liveness: bool = False
     quick: bool = True  # TLC finds it in seconds (else only with a cached output)
+    expect: str = ""  # an unclosable hazard shows as this violation (else: a failure)
 
 
 HAZARDS: tuple[Hazard, ...] = (
@@ -126,47 +165,81 @@ HAZARDS: tuple[Hazard, ...] = (
     Hazard("MCCopyFail", "a read whose deserialization fails is never counted: the "
            "chunk is pinned forever", True, liveness=True, quick=False),
     Hazard("MCIdWrap", "ABA: ids wrap while a handle is outstanding; the id check "
-           "passes on another object (assumption A3)", False),
+           "passes on another object (assumption A3)", False, expect="returned"),
     Hazard("MCLostReader", "a delivery is never read: its chunk is pinned forever "
-           "(assumption A1: each delivery is read by every reader)", False, liveness=True),
+           "(assumption A1: each delivery is read by every reader)", False, liveness=True,
+           expect="stay pinned"),
 )
 
 
 @dataclass
 class Check:
-    """One property of one level."""
+    """One property of one level; `seed` is the seed's own result on it."""
 
     level: str
     name: str
     what: str
-    status: str  # pass, FAIL, skip, assumption, ERROR
+    status: str  # pass, FAIL, skip, not run, assumption, ERROR
     cases: str = ""
     detail: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)  # trace, command, case
+    seed: str = ""
 
 
 # -- pytest ------------------------------------------------------------------------------
 
 
 def impl_arg(name: str) -> str:
-    return "seed" if name == "shmref_seed" else name
+    return {"shmref_seed": "seed", "shmref_port": "port"}.get(name, name)
 
 
-def pytest_env() -> dict[str, str]:
+def import_root(impl: ModuleType) -> str | None:
+    """The sys.path entry that `impl` was imported from (None: built by shmref)."""
+    if impl.__name__ in ("shmref_seed", "shmref_port") or not getattr(impl, "__file__", None):
+        return None
+    path = Path(impl.__file__ or "").resolve()
+    depth = impl.__name__.count(".") + (1 if path.name == "__init__.py" else 0)
+    root = path.parent
+    for _ in range(depth):
+        root = root.parent
+    return str(root)
+
+
+def shell(command: str, impl: ModuleType | None) -> str:
+    """`command` as it runs when pasted into a fresh shell: in the repository,
+    with the implementation importable."""
+    paths = [str(REPO)] + ([root] if impl is not None and (root := import_root(impl))
+                           and root != str(REPO) else [])
+    return f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(':'.join(paths))} {command}"
+
+
+def pytest_env(impl: ModuleType | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    root = import_root(impl) if impl is not None else None
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), root, env.get("PYTHONPATH"))
+                                        if p)
     env.pop("HYPOTHESIS_PROFILE", None)  # the CI profile: derandomized, replayable
     return env
 
 
-def run_pytest(name: str, groups: Sequence[TestGroup], out: Path, timeout: float = 900
-               ) -> tuple[int, str]:
+def run_pytest(name: str, groups: Sequence[TestGroup], out: Path, impl: ModuleType | None = None,
+               timeout: float = 900) -> tuple[int, str]:
     xml = out / "pytest.xml"
     xml.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--impl", name,
-           f"--junitxml={xml}", "-o", "junit_family=xunit1", *(g.select for g in groups)]
-    proc = subprocess.run(cmd, cwd=REPO, env=pytest_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    # -p no:unraisableexception: an exception raised by an implementation's
+    # __del__ during garbage collection is the implementation's, reported by
+    # the test it concerns; it must not take down the whole session.
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           "-p", "no:unraisableexception", "--impl", impl_arg(name),
+           f"--junitxml={xml}", "-o", "junit_family=xunit1",
+           *dict.fromkeys(g.select for g in groups)]
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=pytest_env(impl), capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        text = f"pytest timed out after {timeout:.0f} s\n{exc.stdout or ''}"
+        (out / "pytest.log").write_text(text)
+        return -1, text
     (out / "pytest.log").write_text(proc.stdout + proc.stderr)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -182,7 +255,7 @@ def node_id(classname: str, name: str) -> str:
 
 def failure_trace(text: str) -> str:
     """The shrunk Hypothesis example(s) with their errors, else the assertion
-    (and, for replays, the step table)."""
+    (and, for replays, the whole step table: never cut before the divergence)."""
     lines = []
     for line in text.splitlines():
         if line.startswith("E "):
@@ -205,7 +278,7 @@ def failure_trace(text: str) -> str:
         return "\n\n".join(list(dict.fromkeys(blocks))[:3])
     errors = [ln for ln, raw in zip(lines, text.splitlines(), strict=True) if raw.startswith("E")]
     if errors:
-        return "\n".join(errors[:60]).strip()
+        return "\n".join(errors).strip()
     return "\n".join(text.strip().splitlines()[-25:])
 
 
@@ -236,54 +309,71 @@ def property_of(node: str) -> str:
     return node.split("[", 1)[0].removeprefix("tests/")
 
 
-def pytest_checks(name: str, groups: Sequence[TestGroup], cases: list[dict[str, str]]
-                  ) -> list[Check]:
+def matches(select: str, node: str) -> bool:
+    return node == select or node.startswith(select + ("[" if "::" in select and
+                                                        "[" not in select else "::"))
+
+
+def group_of(node: str, groups: Sequence[TestGroup]) -> TestGroup | None:
+    """The group with the longest selection that selects `node`."""
+    mine = [g for g in groups if matches(g.select, node)]
+    return max(mine, key=lambda g: len(g.select)) if mine else None
+
+
+def not_run_reason(text: str) -> str | None:
+    found = re.search(r"not run: missing [^\n]*", text)
+    return found.group(0).strip().rstrip("')\"") if found else None
+
+
+def pytest_checks(name: str, groups: Sequence[TestGroup], cases: list[dict[str, str]],
+                  impl: ModuleType | None = None) -> list[Check]:
+    by_property: dict[tuple[str, str], list[dict[str, str]]] = {}
+    owner: dict[tuple[str, str], TestGroup] = {}
+    for case in cases:
+        group = group_of(case["node"], groups)
+        if group is None:
+            continue
+        prop = property_of(case["node"]) if group.split else group.label
+        by_property.setdefault((group.level, prop), []).append(case)
+        owner[(group.level, prop)] = group
     checks: list[Check] = []
     for group in groups:
-        mine = [c for c in cases if c["node"] == group.select
-                or c["node"].startswith(group.select + ("[" if "::" in group.select else "::"))]
-        by_property: dict[str, list[dict[str, str]]] = {}
-        for case in mine:
-            prop = (group.select.removeprefix("tests/") if "[" in group.select
-                    else property_of(case["node"]))
-            by_property.setdefault(prop, []).append(case)
-        if not by_property:
-            checks.append(Check(group.level, property_of(group.select), group.what, ERROR,
+        if not any(g is group for g in owner.values()):
+            checks.append(Check(group.level, group.label, group.what, ERROR,
                                 detail="no test result (collection error? see pytest.log)"))
-        for prop, prop_cases in by_property.items():
-            counts = {s: sum(1 for c in prop_cases if c["status"] == s)
-                      for s in ("pass", "fail", "error", "skip")}
-            if counts["fail"] or counts["error"]:
-                status = FAIL
-            elif counts["pass"]:
-                status = PASS
-            else:
-                status = SKIP
-            total = len(prop_cases)
-            check = Check(group.level, prop, group.what if prop == property_of(group.select)
-                          or len(by_property) == 1 else "", status,
-                          cases=f"{counts['pass']}/{total - counts['skip']}"
-                          + (f" ({counts['skip']} skipped)" if counts["skip"] else ""))
-            if status == SKIP:
-                check.detail = prop_cases[0]["text"].strip().splitlines()[-1][:200]
-            for case in prop_cases:
-                if case["status"] in ("fail", "error"):
-                    check.failures.append({
-                        "case": case["node"],
-                        "trace": failure_trace(case["text"]),
-                        "command": f"python -m pytest --impl {impl_arg(name)} '{case['node']}'",
-                    })
-            checks.append(check)
+    for (level, prop), prop_cases in by_property.items():
+        group = owner[(level, prop)]
+        counts = {s: sum(1 for c in prop_cases if c["status"] == s)
+                  for s in ("pass", "fail", "error", "skip")}
+        reasons = [r for c in prop_cases if c["status"] == "skip"
+                   and (r := not_run_reason(c["text"]))]
+        if counts["fail"] or counts["error"]:
+            status = FAIL
+        elif counts["pass"]:
+            status = PASS
+        else:
+            status = NOT_RUN if reasons else SKIP
+        total = len(prop_cases)
+        what = group.what + (f" (closes {group.closes})" if group.closes else "")
+        check = Check(level, prop, what, status,
+                      cases=f"{counts['pass']}/{total - counts['skip']}"
+                      + (f" ({counts['skip']} skipped)" if counts["skip"] else ""))
+        if status in (SKIP, NOT_RUN):
+            check.detail = reasons[0] if reasons else \
+                prop_cases[0]["text"].strip().splitlines()[-1][:200]
+        for case in prop_cases:
+            if case["status"] in ("fail", "error"):
+                check.failures.append({
+                    "case": case["node"],
+                    "trace": failure_trace(case["text"]),
+                    "command": shell(f"python -m pytest -p no:cacheprovider --impl "
+                                     f"{impl_arg(name)} '{case['node']}'", impl),
+                })
+        checks.append(check)
+    order = {g.label: k for k, g in enumerate(groups)}
+    checks.sort(key=lambda c: (LEVELS.index(c.level), min(
+        (v for k, v in order.items() if c.name.startswith(k.split("::")[0])), default=0)))
     return checks
-
-
-def label_groups(checks: list[Check], groups: Sequence[TestGroup]) -> None:
-    """Give the per-function rows of a whole-file group the file's description."""
-    for check in checks:
-        if not check.what:
-            for group in groups:
-                if check.name.startswith(property_of(group.select)):
-                    check.what = group.what
 
 
 # -- hazards ----------------------------------------------------------------------------
@@ -312,6 +402,14 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
     if run.trace is None:
         return None, f"TLC found no counterexample: {run.summary()}"
     return run.trace, str(cache.relative_to(REPO))
+
+
+class StepError(Exception):
+    """An implementation raised something the contract does not allow at a step."""
+
+    def __init__(self, message: str, rows: list[tuple[int, str, str, str, str]]) -> None:
+        super().__init__(message)
+        self.rows = rows
 
 
 @dataclass
@@ -387,13 +485,22 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 if count is not None and count > named and problem is None:
                     problem = (f"chunk id {chunk_id} at {address} has count {count} but "
                                f"only {named} read(s) named it")
-            rows.append((index, describe(action), spec_outcome, outcome.status,
+            shown = outcome.status
+            if name in ("put", "get_cached", "allocate_buf") and outcome.status == "ok":
+                shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
+            rows.append((index, describe(action), spec_outcome, shown,
                          ("VIOLATION: " + problem) if problem else note))
             return problem
 
         for state in trace.states[1:]:
             action = state.vars["last_action"]
-            violation = step(state.index, action, action.get("outcome", "ok"))
+            try:
+                violation = step(state.index, action, action.get("outcome", "ok"))
+            except contract.MissingCapability:
+                raise
+            except Exception as exc:  # the implementation's, named with its step
+                raise StepError(f"step {state.index}, {describe(action)}: the implementation "
+                                f"raised {type(exc).__name__}: {exc}", rows) from exc
             if violation:
                 break
         if hazard.liveness and violation is None:
@@ -445,33 +552,48 @@ def _handle_text(handle: tuple) -> str:
 def hazard_check(name: str, impl: ModuleType, hazard: Hazard, trace: tlc.Trace | None,
                  source: str) -> tuple[Check, HazardReplay | None]:
     what = hazard.what
+    label = f"hazard {hazard.model}"
     if trace is None:
-        return Check(PROTOCOL, f"hazard {hazard.model}", what, SKIP, detail=source), None
+        return Check(PROTOCOL, label, what, SKIP, detail=source), None
+    command = hazard_command(name, hazard, impl)
     try:
         replay = replay_hazard(impl, hazard, trace)
-    except Exception as exc:  # an implementation crash is a failure, reported as such
-        check = Check(PROTOCOL, f"hazard {hazard.model}", what, ERROR,
-                      detail=f"{type(exc).__name__}: {exc}")
-        check.failures.append({"case": hazard.model, "trace": check.detail,
-                               "command": hazard_command(name, hazard)})
+    except contract.MissingCapability as exc:
+        return Check(PROTOCOL, label, what, NOT_RUN, detail=str(exc)), None
+    except StepError as exc:  # an implementation crash is a failure, named by its step
+        check = Check(PROTOCOL, label, what, ERROR, detail=str(exc))
+        table = HazardReplay(hazard, str(exc), exc.rows).table()
+        check.failures.append({"case": hazard.model, "trace": f"{exc}\n{table}",
+                               "command": command})
+        return check, None
+    except Exception as exc:  # building the driver (constructor, handle) failed
+        check = Check(PROTOCOL, label, what, ERROR,
+                      detail=f"setting up the replay: {type(exc).__name__}: {exc}")
+        check.failures.append({"case": hazard.model, "trace": check.detail, "command": command})
         return check, None
     if replay.violation is None:
-        return Check(PROTOCOL, f"hazard {hazard.model}", what, PASS,
+        return Check(PROTOCOL, label, what, PASS,
                      detail=f"closed (counterexample from {source})"), replay
-    status = FAIL if hazard.closable else ASSUMPTION
-    check = Check(PROTOCOL, f"hazard {hazard.model}", what, status, detail=replay.violation)
+    status = FAIL
+    if not hazard.closable and hazard.expect in replay.violation:
+        status = ASSUMPTION
+    check = Check(PROTOCOL, label, what, status, detail=replay.violation)
     if status == ASSUMPTION:
-        check.detail = ("open, as for every layout-compatible implementation: "
+        check.detail = ("open, as for every seed-compatible implementation: "
+                        + replay.violation)
+    elif not hazard.closable:
+        check.detail = (f"a violation other than the hazard's own ({hazard.expect!r}): "
                         + replay.violation)
     check.failures.append({"case": hazard.model,
                            "trace": f"TLC counterexample of spec/{hazard.model} ({source}), "
                                     f"replayed on {name}:\n{replay.table()}",
-                           "command": hazard_command(name, hazard)})
+                           "command": command})
     return check, replay
 
 
-def hazard_command(name: str, hazard: Hazard) -> str:
-    return f"python -m shmref.conformance --impl {impl_arg(name)} --hazard {hazard.model}"
+def hazard_command(name: str, hazard: Hazard, impl: ModuleType | None = None) -> str:
+    return shell(f"python -m shmref.conformance --impl {impl_arg(name)} "
+                 f"--hazard {hazard.model}", impl)
 
 
 # -- trace validation -----------------------------------------------------------------------
@@ -502,16 +624,24 @@ def validate_either(recording: Recording, out_dir: Path | None = None) -> Valida
 
 
 def validation_check(name: str, recordings: list[tuple[Path, Recording | Exception]],
-                     out: Path) -> Check:
+                     out: Path, impl: ModuleType | None = None) -> Check:
     what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
     check = Check(PROTOCOL, "trace validation", what, PASS)
     notes = []
     for path, recording in recordings:
-        command = f"python -m shmref.conformance --validate-trace {_rel(path)}"
-        if isinstance(recording, Exception):
+        command = shell(f"python -m shmref.conformance --validate-trace "
+                        f"{shlex.quote(str(path.resolve()))}", None)
+        if isinstance(recording, contract.MissingCapability):
+            check.status, check.detail = NOT_RUN, str(recording)
+            return check
+        if isinstance(recording, Exception):  # no file to validate: re-record instead
             check.status = ERROR
-            check.failures.append({"case": path.name, "command": command,
-                                   "trace": f"recording crashed: {recording!r}"})
+            check.failures.append({
+                "case": path.name,
+                "command": shell(f"python -m shmref.conformance --impl {impl_arg(name)} "
+                                 f"--level {PROTOCOL} --out "
+                                 f"{shlex.quote(str(out.resolve()))}", impl),
+                "trace": f"recording the run crashed: {type(recording).__name__}: {recording}"})
             continue
         result = validate_either(recording, out / "trace" / path.stem)
         if result.accepted:
@@ -539,6 +669,8 @@ def _rel(path: Path) -> str:
 
 # -- the run -------------------------------------------------------------------------------
 
+SHOWN_LINES = 80  # longer traces: head and tail in the report, all of it in a file
+
 
 @dataclass
 class Report:
@@ -548,14 +680,10 @@ class Report:
     seconds: float
     not_run: list[str]
     levels: tuple[str, ...] = LEVELS
+    seed_levels: dict[str, str] = field(default_factory=dict)  # the seed's level results
 
     def level_status(self, level: str) -> str:
-        if level not in self.levels:
-            return "not run"
-        statuses = {c.status for c in self.checks if c.level == level}
-        if statuses & {FAIL, ERROR}:
-            return FAIL
-        return PASS if PASS in statuses else SKIP
+        return level_status(self.checks, level, self.levels)
 
     @property
     def ok(self) -> bool:
@@ -566,53 +694,123 @@ class Report:
             "impl": self.impl, "quick": self.quick, "seconds": round(self.seconds, 1),
             "ok": self.ok, "not_run": self.not_run,
             "levels": {level: {"status": self.level_status(level),
+                               "seed": self.seed_levels.get(level, ""),
                                "meaning": LEVEL_MEANING[level],
                                "checks": [asdict(c) for c in self.checks if c.level == level]}
                        for level in LEVELS},
         }
 
-    def markdown(self) -> str:
-        out = [f"# Conformance of `{self.impl}`", "",
-               f"{'Quick' if self.quick else 'Full'} run of `python -m shmref.conformance "
-               f"--impl {impl_arg(self.impl)}{' --quick' if self.quick else ''}`, "
-               f"{self.seconds:.0f} s. Reference: refimpl and spec/ShmObjectStorage.tla.", "",
-               "| level | result | failing properties | meaning |", "| --- | --- | --- | --- |"]
+    def markdown(self, out: Path | None = None) -> str:
+        lines = [f"# Conformance of `{self.impl}`", "",
+                 f"{'Quick' if self.quick else 'Full'} run of `python -m shmref.conformance "
+                 f"--impl {impl_arg(self.impl)}{' --quick' if self.quick else ''}`, "
+                 f"{self.seconds:.0f} s. Reference: the seed's own code (column `seed`: its "
+                 "result on the same property), refimpl and spec/ShmObjectStorage.tla.", "",
+                 "| level | result | seed | failing properties | meaning |",
+                 "| --- | --- | --- | --- | --- |"]
         for level in LEVELS:
             failing = sum(1 for c in self.checks if c.level == level and c.status in (FAIL,
                                                                                      ERROR))
             assumed = sum(1 for c in self.checks if c.level == level and c.status == ASSUMPTION)
             result = self.level_status(level) + (
                 f" ({assumed} assumption{'s' if assumed > 1 else ''})" if assumed else "")
-            out.append(f"| {level} | **{result}** | {failing} | {LEVEL_MEANING[level]} |")
+            lines.append(f"| {level} | **{result}** | {self.seed_levels.get(level, '')} "
+                         f"| {failing} | {LEVEL_MEANING[level]} |")
         for level in self.levels:
-            out += ["", f"## {level}: {self.level_status(level)}", "",
-                    "| result | property | cases | what / detail |", "| --- | --- | --- | --- |"]
+            lines += ["", f"## {level}: {self.level_status(level)}", "",
+                      "| result | seed | property | cases | what / detail |",
+                      "| --- | --- | --- | --- | --- |"]
             for c in (c for c in self.checks if c.level == level):
                 text = "; ".join(t for t in (c.what, c.detail) if t).replace("|", "\\|")
-                out.append(f"| {c.status} | `{c.name}` | {c.cases} | {text} |")
+                lines.append(f"| {c.status} | {c.seed} | `{c.name}` | {c.cases} | {text} |")
         failures = [c for c in self.checks if c.failures]
         if failures:
-            out += ["", "## Failures, each with its shortest trace and one replay command"]
+            lines += ["", "## Failures, each with its shortest trace and one replay command",
+                      "", "Each command works pasted into a fresh shell."]
+        number = 0
         for c in failures:
-            out += ["", f"### {c.level}: `{c.name}` ({c.status})", ""]
+            lines += ["", f"### {c.level}: `{c.name}` ({c.status}; the seed: {c.seed or '?'})",
+                      ""]
             for f in c.failures[:4]:
-                out += [f"`{f['case']}`", "", "```", f["trace"].strip(), "```", "",
-                        "Replay:", "", "```sh", f["command"], "```", ""]
+                number += 1
+                trace = f["trace"].strip().splitlines()
+                if len(trace) > SHOWN_LINES and out is not None:
+                    path = out / "failures" / f"{number}.txt"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text("\n".join(trace) + "\n")
+                    trace = [*trace[:15], f"... {len(trace) - 75} lines (all of them in "
+                             f"{path}) ...", *trace[-60:]]
+                lines += [f"`{f['case']}`", "", "```", *trace, "```", "",
+                          "Replay:", "", "```sh", f["command"], "```", ""]
             if len(c.failures) > 4:
-                out.append(f"... and {len(c.failures) - 4} more failing case(s): "
-                           + ", ".join(f"`{f['case']}`" for f in c.failures[4:]))
+                lines.append(f"... and {len(c.failures) - 4} more failing case(s): "
+                             + ", ".join(f"`{f['case']}`" for f in c.failures[4:]))
         if self.not_run:
-            out += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
-        return "\n".join(out) + "\n"
+            lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
+        return "\n".join(lines) + "\n"
 
 
-def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS) -> Report:
+def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> str:
+    if level not in levels:
+        return NOT_RUN
+    statuses = {c.status for c in checks if c.level == level}
+    if statuses & {FAIL, ERROR}:
+        return FAIL
+    if PASS in statuses:
+        return PASS
+    return NOT_RUN if NOT_RUN in statuses else SKIP
+
+
+# -- the seed baseline ---------------------------------------------------------------------
+
+
+def fingerprint(quick: bool, levels: Sequence[str]) -> str:
+    """What a cached seed baseline depends on: the options, the oracle, the
+    tests, the spec and the seed."""
+    digest = hashlib.sha256(repr((quick, sorted(levels))).encode())
+    from shmref.seedbuild import default_seed_path
+
+    files = sorted([*REPO.glob("shmref/*.py"), *REPO.glob("tests/*.py"),
+                    *REPO.glob("spec/*.tla"), *REPO.glob("spec/*.cfg"),
+                    *REPO.glob("refimpl/*.py"), default_seed_path()])
+    for path in files:
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def seed_baseline(out: Path, quick: bool, levels: Sequence[str]) -> dict[str, Any]:
+    """The seed's own report for the same run (cached in out/seed-baseline)."""
+    folder = out / "seed-baseline"
+    stamp = folder / "fingerprint"
+    key = fingerprint(quick, levels)
+    report = folder / "conformance.json"
+    if not (report.is_file() and stamp.is_file() and stamp.read_text() == key):
+        run("shmref_seed", folder, quick, levels, baseline=False)
+        stamp.write_text(key)
+    loaded: dict[str, Any] = json.loads(report.read_text())
+    return loaded
+
+
+def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[str, str]:
+    results = {(level, c["name"]): c["status"]
+               for level, data in baseline["levels"].items() for c in data["checks"]}
+    for check in checks:
+        check.seed = results.get((check.level, check.name), "absent")
+    return {level: data["status"] for level, data in baseline["levels"].items()}
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
+        baseline: bool = True) -> Report:
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     impl = load_impl(name)
     groups = [g for g in TEST_GROUPS if (g.quick or not quick) and g.level in levels]
-    not_run = [NOT_RUN] + [g.select for g in TEST_GROUPS
-                           if g not in groups and g.level in levels]
+    not_run = [NOT_RUN_GROUPS] + [g.select for g in TEST_GROUPS
+                                  if g not in groups and g.level in levels]
     protocol = PROTOCOL in levels
 
     # TLC (no shared memory) runs in threads while pytest runs.
@@ -629,6 +827,7 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS) -> Re
     recordings: list[tuple[Path, Recording | Exception]] = []
     for seed in ((1,) if quick else (1, 2)) if protocol else ():
         path = out / f"recording-{seed}.json"
+        path.unlink(missing_ok=True)
         try:
             recording = record(impl, 150 if quick else 300, seed)
             recording.save(path)
@@ -639,14 +838,14 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS) -> Re
 
     def validate() -> None:
         try:
-            validation.append(validation_check(name, recordings, out))
+            validation.append(validation_check(name, recordings, out, impl))
         except tlc.TlcError as exc:
             validation.append(Check(PROTOCOL, "trace validation", "", ERROR, detail=str(exc)))
 
     threads = [threading.Thread(target=fetch_traces), threading.Thread(target=validate)]
     for thread in threads if protocol else ():
         thread.start()
-    code, output = run_pytest(name, groups, out) if groups else (0, "")
+    code, output = run_pytest(name, groups, out, impl) if groups else (0, "")
     for thread in threads if protocol else ():
         thread.join()
 
@@ -655,27 +854,48 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS) -> Re
     if not groups:
         pass
     elif xml.is_file():
-        checks += pytest_checks(name, groups, parse_junit(xml))
-        label_groups(checks, groups)
+        checks += pytest_checks(name, groups, parse_junit(xml), impl)
     else:
-        checks.append(Check(API, "pytest", "the test run", ERROR,
+        checks.append(Check(groups[0].level, "pytest", "the test run", ERROR,
                             detail=f"pytest exited {code} without a report: "
                                    + output.strip()[-500:]))
     for hazard in HAZARDS if protocol else ():
         trace, source = traces.get(hazard.model, (None, "no trace"))
         checks.append(hazard_check(name, impl, hazard, trace, source)[0])
     checks += validation
-    report = Report(name, quick, checks, time.monotonic() - started, not_run,
-                    tuple(level for level in LEVELS if level in levels))
+    run_levels = tuple(level for level in LEVELS if level in levels)
+    seed_levels: dict[str, str] = {}
+    if name == "shmref_seed":
+        for check in checks:
+            check.seed = check.status
+        seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
+    elif baseline:
+        seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels))
+    report = Report(name, quick, checks, time.monotonic() - started, not_run, run_levels,
+                    seed_levels)
     (out / "conformance.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
-    (out / "conformance.md").write_text(report.markdown())
+    (out / "conformance.md").write_text(report.markdown(out))
     return report
+
+
+def load_checked(module: str) -> tuple[ModuleType | None, str]:
+    """The module, or None and one line saying why it cannot be judged."""
+    try:
+        impl = load_impl(module)
+    except Exception as exc:  # any import failure is the module's: say so in one line
+        return None, f"{module}: does not import: {type(exc).__name__}: {exc}"
+    lacking = contract.missing(impl)
+    if lacking:
+        return None, (f"{module}: lacks what the contract (shmref.contract) requires: "
+                      + ", ".join(lacking))
+    return impl, ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shmref.conformance", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--impl", help="module under test ('seed': the seed's own code)")
+    parser.add_argument("--impl", help="module under test ('seed': the seed's own code; "
+                        "'port': a port of it with other private names)")
     parser.add_argument("--out", type=Path, help="report folder "
                         "(default build/conformance/<module>)")
     parser.add_argument("--quick", action="store_true", help="fewer tests (well under 2 min)")
@@ -693,7 +913,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if result.accepted else 1
     if not args.impl:
         parser.error("--impl MODULE is required")
-    name = load_impl(args.impl).__name__ if args.impl in ("seed",) else args.impl
+    impl, problem = load_checked(args.impl)
+    if impl is None:
+        print(problem, file=sys.stderr)
+        return 2
+    name = impl.__name__
     if args.hazard:
         hazards = {h.model: h for h in HAZARDS}
         if args.hazard not in hazards:
@@ -703,19 +927,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if trace is None:
             print(source)
             return 2
-        replay = replay_hazard(load_impl(args.impl), hazard, trace)
-        print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}\n{replay.table()}")
-        if replay.violation is None:
-            print("closed: no wrong value, no misplaced count, nothing pinned")
-            return 0
-        print(("ASSUMPTION (no layout-compatible implementation closes it): "
-               if not hazard.closable else "VIOLATION: ") + replay.violation)
-        return 0 if not hazard.closable else 1
-    out = args.out or REPO / "build" / "conformance" / name
+        check, replay = hazard_check(name, impl, hazard, trace, source)
+        print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}")
+        if replay is not None:
+            print(replay.table())
+        elif check.failures:
+            print(check.failures[0]["trace"])
+        print(f"{check.status}: {check.detail}")
+        return 0 if check.status in (PASS, ASSUMPTION) else 1
+    out = (args.out or REPO / "build" / "conformance" / name).resolve()
     report = run(name, out, args.quick, tuple(args.level or LEVELS))
     for level in LEVELS:
-        print(f"{level:<18} {report.level_status(level)}")
-    print(f"report: {_rel(out / 'conformance.md')} ({report.seconds:.0f} s)")
+        seed = report.seed_levels.get(level, "")
+        print(f"{level:<16} {report.level_status(level):<8} (seed: {seed})")
+    print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
     return 0 if report.ok else 1
 
 

@@ -41,3 +41,12 @@ def creator(name: str) -> str:
 def leaked() -> set[str]:
     """Segments this process created that still exist."""
     return {name for name in _created if os.path.exists(f"/dev/shm/{name.lstrip('/')}")}
+
+
+def remove(names: list[str]) -> None:
+    """Unlink leaked segments (after they were reported)."""
+    for name in names:
+        try:
+            os.unlink(f"/dev/shm/{name.lstrip('/')}")
+        except FileNotFoundError:
+            pass

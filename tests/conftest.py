@@ -48,8 +48,19 @@ def no_leaked_segments():
     yield
     leaked = shmtrack.leaked()
     if leaked:
-        blamed = "; ".join(f"{name} created by {shmtrack.creator(name)}" for name in sorted(leaked))
+        blamed = "; ".join(f"{n} created by {shmtrack.creator(n)}" for n in sorted(leaked))
         pytest.fail(f"test session leaked shared-memory segments: {blamed}")
+
+
+@pytest.fixture(autouse=True)
+def no_segment_leaked_by_this_test(request: pytest.FixtureRequest):
+    """A segment a test creates and leaves behind fails that test (and is
+    then removed, so that the session's guard does not charge it to another)."""
+    yield
+    mine = sorted(n for n in shmtrack.leaked() if shmtrack.creator(n) == request.node.nodeid)
+    if mine:
+        shmtrack.remove(mine)
+        pytest.fail(f"test leaked shared-memory segments: {', '.join(mine)} (removed)")
 
 
 @pytest.hookimpl(wrapper=True)
