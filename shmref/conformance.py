@@ -310,8 +310,7 @@ def property_of(node: str) -> str:
 
 
 def matches(select: str, node: str) -> bool:
-    return node == select or node.startswith(select + ("[" if "::" in select and
-                                                        "[" not in select else "::"))
+    return node == select or node.startswith((select + "::", select + "["))
 
 
 def group_of(node: str, groups: Sequence[TestGroup]) -> TestGroup | None:

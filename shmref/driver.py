@@ -187,7 +187,7 @@ class Driver:
                 self.close()
                 raise MissingCapability("ring.ID_MAX")
             self.ring.ID_MAX = id_max
-        self.chunks: dict[int, int] = {}  # ring model: live id -> address (from returns)
+        self.chunks: dict[int, int] = {}  # ring model: live id -> byte address (from returns)
         self.placed: dict[str, tuple[int, int]] = {}  # key -> (address, id) last returned
         self.marked: set[int] = set()  # ring model: ids whose is_free_fn says yes
         self.writer = None
@@ -224,7 +224,7 @@ class Driver:
         outcome = self._run(lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE)))
         if outcome.status == "ok":
             self.marked.discard(outcome.result[1])  # a new chunk is not free yet
-            self.chunks[outcome.result[1]] = outcome.result[0]
+            self.chunks[outcome.result[1]] = UNIT * outcome.result[0]  # bytes, as placed
         return outcome
 
     def mark_free(self, id: int) -> Outcome:
