@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import hmac
 import multiprocessing as mp
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ UNIT = 16  # bytes per model unit: twice the 8-byte chunk header
 MD_SIZE = 8
 FLAG_BYTES = 4
 FORGED_SIGNATURE = [0] * 32
+FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class LocalReader:
         read, self.read = self.read, None
         return splitread.end(self.storage, read)
 
+    def touch(self, *args: Any) -> Any:
+        return self.storage.touch(*args)
+
     def abandon(self) -> None:
         if self.read is not None:
             splitread.abandon(self.read)
@@ -101,6 +106,9 @@ class RemoteReader:
 
     def end(self) -> Any:
         return self._call("end")
+
+    def touch(self, *args: Any) -> Any:
+        return self._call("touch", *args)
 
     def close(self) -> None:
         self.process.stop()
@@ -277,6 +285,38 @@ class Driver:
         self.marked.clear()
         self.chunks.clear()
         return outcome
+
+    def writer_get(self, handle: tuple) -> Outcome:
+        """The writer reads one of its objects (`get` without a signature; the
+        writer has no lock, as in vLLM, so the read is not counted)."""
+        key, address, monotonic_id = handle
+        outcome = self._run(lambda: self.writer.get(UNIT * address, monotonic_id))
+        if outcome.status == "ok":
+            return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
+        return Outcome(_refusal(outcome), outcome.result)
+
+    # -- reader actions -----------------------------------------------------------
+
+    def reader_touch(self, reader: int, handle: tuple) -> Outcome:
+        """A reader's `touch` (the receiver cache's): validates the handle,
+        counts nothing."""
+        key, address, monotonic_id = handle
+        signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
+        outcome = self._run(lambda: self.readers[reader].touch(
+            key, UNIT * address, monotonic_id, signature))
+        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
+
+    def get_begin_foreign(self, reader: int, handle: tuple) -> Outcome:
+        """A read of a handle signed by another storage: the same key, address
+        and id, signed (as the seed documents: HMAC-SHA256 of sha256(key),
+        address, id) with another segment's secret."""
+        key, address, monotonic_id = handle
+        payload = (hashlib.sha256(key.encode()).digest() + (UNIT * address).to_bytes(8, "little")
+                   + monotonic_id.to_bytes(4, "little"))
+        signature = list(hmac.new(FOREIGN_SECRET, payload, hashlib.sha256).digest())
+        outcome = self._run(
+            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key))
+        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     # -- reader actions: a read in three steps -----------------------------------
 

@@ -161,7 +161,33 @@ class StoreModel:
         self.touched.clear()
         return Outcome("ok")
 
+    def writer_get(self, handle: Handle) -> Outcome:
+        """The writer reads its own object: the id check, no count."""
+        _key, address, monotonic_id = handle
+        cell = address % self.n
+        header = self.header.get(cell)
+        if header is None or header[0] != monotonic_id:
+            return Outcome("stale")
+        keys = {key for key, _ in (self.owner.get(c, ("<garbage>", 0))
+                                   for c in range(cell, cell + header[1]))}
+        return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
+
     # -- reader actions ----------------------------------------------------------
+
+    def reader_touch(self, reader: int, handle: Handle) -> Outcome:
+        """A reader's touch validates the handle (signature, then id) and
+        counts nothing."""
+        if handle not in self.issued:
+            return Outcome("rejected")
+        _key, address, monotonic_id = handle
+        header = self.header.get(address % self.n)
+        return Outcome("ok") if header is not None and header[0] == monotonic_id \
+            else Outcome("stale")
+
+    def get_begin_foreign(self, reader: int, handle: Handle) -> Outcome:
+        """A handle signed with another storage's secret is refused."""
+        self.reads[reader] = None
+        return Outcome("rejected")
 
     def get_begin(self, reader: int, handle: Handle) -> Outcome:
         self.reads[reader] = None
