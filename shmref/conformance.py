@@ -932,7 +932,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(replay.table())
         elif check.failures:
             print(check.failures[0]["trace"])
-        print(f"{check.status}: {check.detail}")
+        print(f"{check.status.upper()}: {check.detail}")
         return 0 if check.status in (PASS, ASSUMPTION) else 1
     out = (args.out or REPO / "build" / "conformance" / name).resolve()
     report = run(name, out, args.quick, tuple(args.level or LEVELS))

@@ -16,10 +16,11 @@ import copy
 import hashlib
 import hmac
 import multiprocessing as mp
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from shmref import splitread
 from shmref.contract import MissingCapability, has
@@ -48,7 +49,7 @@ class LocalReader:
     fail (the spec's COPY_FAIL) without touching the storage's attributes."""
 
     def __init__(self, impl: ModuleType, handle: Any) -> None:
-        self.serde_class = failable(handle.serde_class)
+        self.serde_class: Any = failable(handle.serde_class)
         handle = copy.copy(handle)
         handle.serde_class = self.serde_class
         self.storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
@@ -198,9 +199,10 @@ class Driver:
         self.chunks: dict[int, int] = {}  # ring model: live id -> byte address (from returns)
         self.placed: dict[str, tuple[int, int]] = {}  # key -> (address, id) last returned
         self.marked: set[int] = set()  # ring model: ids whose is_free_fn says yes
-        self.writer = None
+        self.writer: Any = None
         self.readers: list[LocalReader | RemoteReader] = []
-        self.signatures: dict[tuple, list[int]] = {}  # issued (key, addr, id) -> signature
+        # issued (key, address, id) -> its signature
+        self.signatures: dict[tuple[Any, ...], list[int]] = {}
         if storage:
             max_object_size = UNIT * (max_obj or n_units) - MD_SIZE
             # As vLLM builds them: the writer without a lock, the readers with one.
@@ -215,7 +217,7 @@ class Driver:
                 reader = kind(impl, handle)
                 self.resources.callback(reader.close)
                 self.readers.append(reader)
-        self.value_keys: dict[str, str] = {}  # every value put -> its key
+        self.value_keys: dict[str | bytes, str] = {}  # every value put -> its key
 
     def close(self) -> None:
         self.resources.close()
@@ -286,7 +288,7 @@ class Driver:
         self.chunks.clear()
         return outcome
 
-    def writer_get(self, handle: tuple) -> Outcome:
+    def writer_get(self, handle: tuple[Any, ...]) -> Outcome:
         """The writer reads one of its objects (`get` without a signature; the
         writer has no lock, as in vLLM, so the read is not counted)."""
         key, address, monotonic_id = handle
@@ -297,7 +299,7 @@ class Driver:
 
     # -- reader actions -----------------------------------------------------------
 
-    def reader_touch(self, reader: int, handle: tuple) -> Outcome:
+    def reader_touch(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         """A reader's `touch` (the receiver cache's): validates the handle,
         counts nothing."""
         key, address, monotonic_id = handle
@@ -306,7 +308,7 @@ class Driver:
             key, UNIT * address, monotonic_id, signature))
         return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
-    def get_begin_foreign(self, reader: int, handle: tuple) -> Outcome:
+    def get_begin_foreign(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         """A read of a handle signed by another storage: the same key, address
         and id, signed (as the seed documents: HMAC-SHA256 of sha256(key),
         address, id) with another segment's secret."""
@@ -320,7 +322,7 @@ class Driver:
 
     # -- reader actions: a read in three steps -----------------------------------
 
-    def get_begin(self, reader: int, handle: tuple) -> Outcome:
+    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         """`handle` = (key, address, id) in units; unissued handles are forged.
         A refused read is "rejected" (signature) or "stale" (id check)."""
         key, address, monotonic_id = handle
@@ -383,7 +385,7 @@ class Driver:
         return _scaled(address), monotonic_id
 
     @staticmethod
-    def _run(step) -> Outcome:
+    def _run(step: Callable[[], Any]) -> Outcome:
         try:
             return Outcome("ok", step())
         except (ValueError, MemoryError, KeyError) as exc:
@@ -393,7 +395,8 @@ class Driver:
 def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:
     """Record a returned (address, id) before it is scaled (which may fail)."""
     into.append((pair[0], pair[1]))
-    return pair
+    return cast(tuple[int, int], pair)  # as returned: scaling checks it
+
 
 def _scaled(byte_address: int) -> int:
     if byte_address % UNIT:
