@@ -778,14 +778,15 @@ def fingerprint(quick: bool, levels: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def seed_baseline(out: Path, quick: bool, levels: Sequence[str]) -> dict[str, Any]:
+def seed_baseline(out: Path, quick: bool, levels: Sequence[str], all_groups: bool = False
+                  ) -> dict[str, Any]:
     """The seed's own report for the same run (cached in out/seed-baseline)."""
     folder = out / "seed-baseline"
     stamp = folder / "fingerprint"
-    key = fingerprint(quick, levels)
+    key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
     report = folder / "conformance.json"
     if not (report.is_file() and stamp.is_file() and stamp.read_text() == key):
-        run("shmref_seed", folder, quick, levels, baseline=False)
+        run("shmref_seed", folder, quick, levels, baseline=False, all_groups=all_groups)
         stamp.write_text(key)
     loaded: dict[str, Any] = json.loads(report.read_text())
     return loaded
@@ -803,11 +804,14 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
 
 
 def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
-        baseline: bool = True) -> Report:
+        baseline: bool = True, all_groups: bool = False) -> Report:
+    """One conformance run. `all_groups`: every pytest group even when
+    `quick` (every property name, with quick TLC and recordings)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     impl = load_impl(name)
-    groups = [g for g in TEST_GROUPS if (g.quick or not quick) and g.level in levels]
+    groups = [g for g in TEST_GROUPS
+              if (g.quick or not quick or all_groups) and g.level in levels]
     not_run = [NOT_RUN_GROUPS] + [g.select for g in TEST_GROUPS
                                   if g not in groups and g.level in levels]
     protocol = PROTOCOL in levels
@@ -869,7 +873,7 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
             check.seed = check.status
         seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
     elif baseline:
-        seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels))
+        seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels, all_groups))
     report = Report(name, quick, checks, time.monotonic() - started, not_run, run_levels,
                     seed_levels)
     (out / "conformance.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
@@ -898,6 +902,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="report folder "
                         "(default build/conformance/<module>)")
     parser.add_argument("--quick", action="store_true", help="fewer tests (well under 2 min)")
+    parser.add_argument("--all-groups", action="store_true",
+                        help="with --quick: still run every pytest group (every property)")
     parser.add_argument("--level", action="append", choices=LEVELS,
                         help="run only the checks of this level (repeatable; default: all)")
     parser.add_argument("--hazard", metavar="MODEL",
@@ -935,7 +941,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{check.status.upper()}: {check.detail}")
         return 0 if check.status in (PASS, ASSUMPTION) else 1
     out = (args.out or REPO / "build" / "conformance" / name).resolve()
-    report = run(name, out, args.quick, tuple(args.level or LEVELS))
+    report = run(name, out, args.quick, tuple(args.level or LEVELS),
+                 all_groups=args.all_groups)
     for level in LEVELS:
         seed = report.seed_levels.get(level, "")
         print(f"{level:<16} {report.level_status(level):<8} (seed: {seed})")
