@@ -122,8 +122,11 @@ def _attributes(proto: type) -> list[str]:
 
 
 CAPABILITIES: tuple[Capability, ...] = (
-    Capability("module", "SingleWriterShmRingBuffer", True, "the ring class"),
-    Capability("module", "SingleWriterShmObjectStorage", True, "the storage class"),
+    Capability("module", "SingleWriterShmRingBuffer", True, "the ring class: "
+               "`(data_buffer_size: int, name: str | None = None, create: bool = False)`"),
+    Capability("module", "SingleWriterShmObjectStorage", True, "the storage class: "
+               "`(max_object_size: int, n_readers: int, ring_buffer, serde_class=<its "
+               "default>, reader_lock=None)`; readers come from `create_from_handle`"),
     *(Capability("ring", n, True, "the seed's documented ring API")
       for n in (*_attributes(Ring), *_methods(Ring))),
     *(Capability("storage", n, True, "the seed's documented storage API")
@@ -218,12 +221,34 @@ def missing(impl: ModuleType, *, optional: bool = False) -> list[str]:
     return lacking
 
 
+PROTOCOLS: dict[str, type] = {"ring": Ring, "storage": Storage, "handle": Handle,
+                              "serde": Serde}
+
+
+def signature(cap: Capability) -> str:
+    """`name(args) -> result` for a method of the protocols, `name: type` for
+    an attribute, else the bare name."""
+    proto = PROTOCOLS.get(cap.where)
+    member = vars(proto).get(cap.name) if proto is not None else None
+    if isinstance(member, staticmethod):
+        member = member.__func__
+    if inspect.isfunction(member):
+        sig = inspect.signature(member)
+        params = [p for p in sig.parameters.values() if p.name != "self"]
+        text = str(sig.replace(parameters=params)).replace("'", "")
+        return f"{cap.name}{text}"
+    annotation = getattr(proto, "__annotations__", {}).get(cap.name)
+    return f"{cap.name}: {annotation}" if annotation else cap.name
+
+
 def markdown() -> str:
     """The contract as docs/conformance.md shows it (a test keeps them equal)."""
     rows = ["| where | name | required | why |", "| --- | --- | --- | --- |"]
     for cap in CAPABILITIES:
-        rows.append(f"| {cap.where} | `{cap.name}` | {'yes' if cap.required else 'optional'} "
-                    f"| {cap.why} |")
+        shown = signature(cap).replace("|", "\\|")
+        why = cap.why.replace("|", "\\|")
+        rows.append(f"| {cap.where} | `{shown}` | {'yes' if cap.required else 'optional'} "
+                    f"| {why} |")
     layout = (f"Layout (read from the segment, never from attributes): "
               f"`[{SECRET_BYTES}-byte secret][chunks]`, chunk "
               f"`[4-byte id][4-byte size incl. the {HEADER_BYTES}-byte header][object]`, "
