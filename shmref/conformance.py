@@ -237,7 +237,8 @@ def run_pytest(name: str, groups: Sequence[TestGroup], out: Path, impl: ModuleTy
         proc = subprocess.run(cmd, cwd=REPO, env=pytest_env(impl), capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        text = f"pytest timed out after {timeout:.0f} s\n{exc.stdout or ''}"
+        partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        text = f"pytest timed out after {timeout:.0f} s\n{partial}"
         (out / "pytest.log").write_text(text)
         return -1, text
     (out / "pytest.log").write_text(proc.stdout + proc.stderr)
@@ -297,10 +298,10 @@ def parse_junit(xml: Path) -> list[dict[str, str]]:
         cases.append({"node": node, "status": status, "text": text})
     merged: dict[str, dict[str, str]] = {}  # a test failing in call and teardown: once
     rank = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
-    for case in cases:
-        known = merged.get(case["node"])
-        if known is None or rank[case["status"]] > rank[known["status"]]:
-            merged[case["node"]] = case
+    for result in cases:
+        known = merged.get(result["node"])
+        if known is None or rank[result["status"]] > rank[known["status"]]:
+            merged[result["node"]] = result
     return list(merged.values())
 
 
@@ -431,8 +432,8 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
     (liveness models) a chunk that stays pinned once every read is done."""
     replayer = Replayer(impl, SPEC_DIR / f"{hazard.model}.cfg")
     rows: list[tuple[int, str, str, str, str]] = []
-    reads: dict[tuple[int, int], list] = {}  # (id, address) -> [key, reads naming it]
-    stage: dict[int, tuple[str, tuple]] = {}  # reader -> (stage, handle)
+    reads: dict[tuple[int, int], list[Any]] = {}  # (id, address) -> [key, reads naming it]
+    stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
     violation: str | None = None
     with replayer.driver() as driver:
         def step(index: int, action: Mapping[str, Any], spec_outcome: str) -> str | None:
@@ -454,6 +455,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 if outcome.status == "ok":
                     stage[reader] = ("copied", stage[reader][1])
                 else:  # the impl raised at the copy: its read is over, uncounted
+                    assert reader is not None
                     driver.readers[reader].abandon()
                     stage[reader] = ("failed", stage[reader][1])
             elif name == "get_end" and reader in stage:
@@ -508,7 +510,8 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
 
 
 def settle(driver: Driver, replayer: Replayer, trace: tlc.Trace,
-           stage: dict[int, tuple[str, tuple]], rows: list, step) -> str | None:
+           stage: dict[Any, tuple[str, tuple[Any, ...]]], rows: list[Any],
+           step: Any) -> str | None:
     """After a liveness counterexample: finish every read in flight, read
     every pending delivery, release touches and free; all chunks must go."""
     last = trace.states[-1]
@@ -544,7 +547,7 @@ def settle(driver: Driver, replayer: Replayer, trace: tlc.Trace,
     return None
 
 
-def _handle_text(handle: tuple) -> str:
+def _handle_text(handle: tuple[Any, ...]) -> str:
     return "<<" + ", ".join(str(x) for x in handle) + ">>"
 
 

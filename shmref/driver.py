@@ -111,6 +111,9 @@ class RemoteReader:
     def touch(self, *args: Any) -> Any:
         return self._call("touch", *args)
 
+    def abandon(self) -> None:
+        """Nothing to release here: the process holds its own views."""
+
     def close(self) -> None:
         self.process.stop()
 

@@ -49,7 +49,7 @@ class StoreModel:
     owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # cell -> (key, put #)
     puts: int = 0
     issued: set[Handle] = field(default_factory=set)
-    inbox: list[Counter] = field(default_factory=list)  # per reader: deliveries
+    inbox: list[Counter[Handle]] = field(default_factory=list)  # per reader: deliveries
     reads: list[ModelRead | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -203,6 +203,7 @@ class StoreModel:
 
     def get_copy(self, reader: int) -> Outcome:
         read = self.reads[reader]
+        assert read is not None, f"get_copy of reader {reader} with no read in flight"
         cells = range(read.cell, read.cell + read.size)
         read.copied = frozenset(self.owner.get(cell, ("<garbage>", 0)) for cell in cells)
         return Outcome("ok")
@@ -210,10 +211,11 @@ class StoreModel:
     def get_end(self, reader: int) -> Outcome:
         """Re-check the header (refimpl's fix), count, and return the copied key."""
         read, self.reads[reader] = self.reads[reader], None
+        assert read is not None, f"get_end of reader {reader} with no read in flight"
         if self.header.get(read.cell) != (read.handle[2], read.size):
             return Outcome("stale")
         self.count[read.cell] += 1
-        keys = {key for key, _ in read.copied}
+        keys = {key for key, _ in read.copied or ()}
         return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
 
     def _issue(self, key: str) -> None:
