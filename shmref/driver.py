@@ -5,25 +5,33 @@ and R reader storages attached through its handle). Its methods carry the
 spec's action names and take the spec's arguments in units (DESIGN.md:
 1 unit = 16 bytes), so a TLC trace step, a Hypothesis rule and a hand-written
 story all become the same call. `observe()` reads the implementation back in
-the spec's variables, for comparison with a model state.
+the spec's variables, for comparison with a model state, using only the
+contract (shmref.contract): return values, `is_cached`, the ring's documented
+position attributes when present, and the segment's bytes (shmref.observe).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import hmac
 import multiprocessing as mp
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from shmref import splitread
+from shmref.contract import MissingCapability, has
+from shmref.observe import Segment
 from shmref.readers import ReaderProcess
 
 UNIT = 16  # bytes per model unit: twice the 8-byte chunk header
 MD_SIZE = 8
 FLAG_BYTES = 4
 FORGED_SIGNATURE = [0] * 32
+FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
 
 @dataclass(frozen=True)
@@ -36,30 +44,36 @@ class Outcome:
 
 
 class LocalReader:
-    """A reader storage in this process, attached through the writer's handle."""
+    """A reader storage in this process, attached through the writer's handle.
+    Its serde class is the handle's, wrapped so that one copy can be made to
+    fail (the spec's COPY_FAIL) without touching the storage's attributes."""
 
     def __init__(self, impl: ModuleType, handle: Any) -> None:
+        self.serde_class: Any = failable(handle.serde_class)
+        handle = copy.copy(handle)
+        handle.serde_class = self.serde_class
         self.storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+        self.lock = handle.reader_lock
+        self.serde = self.serde_class()
         self.read: Any = None
 
     def begin(self, *args: Any) -> None:
         self.abandon()
-        self.read = splitread.begin(self.storage, *args)
+        self.read = splitread.begin(self.storage, *args, serde=self.serde, lock=self.lock)
 
     def copy(self, fail: bool = False) -> None:
-        if not fail:
-            splitread.copy(self.storage, self.read)
-            return
-        serde = self.storage.ser_de
-        self.storage.ser_de = FailingSerde()
+        self.serde_class.fail = fail
         try:
             splitread.copy(self.storage, self.read)
         finally:
-            self.storage.ser_de = serde
+            self.serde_class.fail = False
 
     def end(self) -> Any:
         read, self.read = self.read, None
         return splitread.end(self.storage, read)
+
+    def touch(self, *args: Any) -> Any:
+        return self.storage.touch(*args)
 
     def abandon(self) -> None:
         if self.read is not None:
@@ -94,6 +108,12 @@ class RemoteReader:
     def end(self) -> Any:
         return self._call("end")
 
+    def touch(self, *args: Any) -> Any:
+        return self._call("touch", *args)
+
+    def abandon(self) -> None:
+        """Nothing to release here: the process holds its own views."""
+
     def close(self) -> None:
         self.process.stop()
 
@@ -102,30 +122,55 @@ class DeserializeError(ValueError):
     """Injected: the object could not be deserialized."""
 
 
-class FailingSerde:
-    def deserialize(self, data: Any) -> Any:
-        raise DeserializeError("injected deserialize failure")
+def failable(inner: type) -> type:
+    """A serde class that behaves as `inner` until its class flag `fail` is set."""
+
+    class FailableSerde:
+        fail = False
+
+        def __init__(self) -> None:
+            self.inner = inner()
+
+        def serialize(self, value: Any) -> Any:
+            return self.inner.serialize(value)
+
+        def deserialize(self, data: Any) -> Any:
+            if type(self).fail:
+                raise DeserializeError("injected deserialize failure")
+            return self.inner.deserialize(data)
+
+    FailableSerde.__name__ = f"Failable{getattr(inner, '__name__', 'Serde')}"
+    return FailableSerde
 
 
 _EXCEPTIONS = {"ValueError": ValueError, "MemoryError": MemoryError, "KeyError": KeyError}
 
 
-def value_for(key: str, size: int, serde: Any) -> str:
-    """A string, recognisably `key`'s, whose serialized object fills a chunk
+def value_for(key: str, size: int, serde: Any) -> str | bytes:
+    """A value, recognisably `key`'s, whose serialized object fills a chunk
     of `size` units exactly (object = 16*size - 8 bytes incl. the 4-byte
-    count). It starts with a 2-character tag of the key, so that even the
-    2-character value of a 1-unit chunk tells keys apart."""
+    count), measured with `serde` (any serde: its overhead is measured, and
+    both str and bytes values are tried, so a jump in the overhead at some
+    length does not leave a size unreachable). It starts with a 2-character
+    tag of the key, so that even a 1-unit chunk's value tells keys apart."""
     target = UNIT * size - MD_SIZE
     digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
     tag = "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36] + \
         "0123456789abcdefghijklmnopqrstuvwxyz"[digest // 36 % 36]
     pattern = tag + key + "|"
-    for length in range(max(target - 16, 0), target + 1):
-        value = (pattern * (length // len(pattern) + 1))[:length]
-        _data, data_bytes, _md, md_bytes = serde.serialize(value)
-        if FLAG_BYTES + md_bytes + data_bytes == target:
-            return value
-    raise ValueError(f"no value of key {key!r} fills {size} units exactly")
+    for kind in (str, bytes):
+        for length in range(target, -1, -1):
+            text = (pattern * (length // len(pattern) + 1))[:length]
+            value: str | bytes = text if kind is str else text.encode()
+            _data, data_bytes, _md, md_bytes = serde.serialize(value)
+            total = FLAG_BYTES + md_bytes + data_bytes
+            if total == target:
+                return value
+            if total < target - UNIT:
+                break  # shorter values only get smaller
+    raise ValueError(f"no str or bytes value of key {key!r} serializes to exactly "
+                     f"{target - FLAG_BYTES} bytes with {type(serde).__name__} "
+                     f"(a {size}-unit chunk)")
 
 
 class Driver:
@@ -147,25 +192,35 @@ class Driver:
         self.resources = ExitStack()
         self.ring = impl.SingleWriterShmRingBuffer(UNIT * n_units, create=True)
         self.resources.callback(self.ring.close)
+        self.segment = Segment(self.ring.handle())
+        self.resources.callback(self.segment.close)
         if id_max is not None:
+            if not has(self.ring, "ID_MAX"):
+                self.close()
+                raise MissingCapability("ring.ID_MAX")
             self.ring.ID_MAX = id_max
+        self.chunks: dict[int, int] = {}  # ring model: live id -> byte address (from returns)
+        self.placed: dict[str, tuple[int, int]] = {}  # key -> (address, id) last returned
         self.marked: set[int] = set()  # ring model: ids whose is_free_fn says yes
-        self.writer = None
+        self.writer: Any = None
         self.readers: list[LocalReader | RemoteReader] = []
-        self.signatures: dict[tuple, list[int]] = {}  # issued (key, addr, id) -> signature
+        # issued (key, address, id) -> its signature
+        self.signatures: dict[tuple[Any, ...], list[int]] = {}
         if storage:
             max_object_size = UNIT * (max_obj or n_units) - MD_SIZE
             # As vLLM builds them: the writer without a lock, the readers with one.
             self.writer = impl.SingleWriterShmObjectStorage(max_object_size, n_readers, self.ring)
             self.reader_lock = mp.get_context("spawn").Lock()  # kept alive with the driver
-            handle = self.writer.handle()
+            handle = copy.copy(self.writer.handle())
+            self.serde = handle.serde_class()
             handle.reader_lock = self.reader_lock
+            self.handle = handle
             kind = RemoteReader if reader_processes else LocalReader
             for _ in range(n_readers):
                 reader = kind(impl, handle)
                 self.resources.callback(reader.close)
                 self.readers.append(reader)
-        self.value_keys: dict[str, str] = {}  # every value put -> its key
+        self.value_keys: dict[str | bytes, str] = {}  # every value put -> its key
 
     def close(self) -> None:
         self.resources.close()
@@ -182,6 +237,7 @@ class Driver:
         outcome = self._run(lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE)))
         if outcome.status == "ok":
             self.marked.discard(outcome.result[1])  # a new chunk is not free yet
+            self.chunks[outcome.result[1]] = UNIT * outcome.result[0]  # bytes, as placed
         return outcome
 
     def mark_free(self, id: int) -> Outcome:
@@ -192,6 +248,8 @@ class Driver:
         def free() -> list[int]:
             freed = list(self.ring.free_buf(lambda i, _buf: i in self.marked, UNIT * nbytes))
             self.marked.difference_update(freed)
+            for i in freed:
+                self.chunks.pop(i, None)
             return freed
 
         return self._run(free)
@@ -199,19 +257,22 @@ class Driver:
     # -- writer actions (spec/ShmObjectStorage.tla) ------------------------------
 
     def put(self, key: str, size: int) -> Outcome:
-        value = value_for(key, size, self.writer.ser_de)
+        value = value_for(key, size, self.serde)
         if self.value_keys.get(value, key) != key:
             raise ValueError(f"keys {key!r} and {self.value_keys[value]!r} get the same value")
-        outcome = self._run(lambda: self._units(self.writer.put(key, value)))
-        if outcome.status == "ok":
+        returned: list[tuple[int, int]] = []
+        outcome = self._run(lambda: self._units(_keep(returned, self.writer.put(key, value))))
+        if returned:
             self.value_keys[value] = key
-            self._issue(key)
+            self.placed.pop(key, None)  # keep `placed` in allocation (FIFO) order
+            self._issue(key, returned[0])
         return outcome
 
     def get_cached(self, key: str) -> Outcome:
-        outcome = self._run(lambda: self._units(self.writer.get_cached(key)))
-        if outcome.status == "ok":
-            self._issue(key)
+        returned: list[tuple[int, int]] = []
+        outcome = self._run(lambda: self._units(_keep(returned, self.writer.get_cached(key))))
+        if returned:
+            self._issue(key, returned[0])
         return outcome
 
     def touch(self, key: str) -> Outcome:
@@ -227,11 +288,44 @@ class Driver:
         target = self.writer if self.writer is not None else self.ring
         outcome = self._run(target.clear)
         self.marked.clear()
+        self.chunks.clear()
         return outcome
+
+    def writer_get(self, handle: tuple[Any, ...]) -> Outcome:
+        """The writer reads one of its objects (`get` without a signature; the
+        writer has no lock, as in vLLM, so the read is not counted)."""
+        key, address, monotonic_id = handle
+        outcome = self._run(lambda: self.writer.get(UNIT * address, monotonic_id))
+        if outcome.status == "ok":
+            return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
+        return Outcome(_refusal(outcome), outcome.result)
+
+    # -- reader actions -----------------------------------------------------------
+
+    def reader_touch(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+        """A reader's `touch` (the receiver cache's): validates the handle,
+        counts nothing."""
+        key, address, monotonic_id = handle
+        signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
+        outcome = self._run(lambda: self.readers[reader].touch(
+            key, UNIT * address, monotonic_id, signature))
+        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
+
+    def get_begin_foreign(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+        """A read of a handle signed by another storage: the same key, address
+        and id, signed (as the seed documents: HMAC-SHA256 of sha256(key),
+        address, id) with another segment's secret."""
+        key, address, monotonic_id = handle
+        payload = (hashlib.sha256(key.encode()).digest() + (UNIT * address).to_bytes(8, "little")
+                   + monotonic_id.to_bytes(4, "little"))
+        signature = list(hmac.new(FOREIGN_SECRET, payload, hashlib.sha256).digest())
+        outcome = self._run(
+            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key))
+        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     # -- reader actions: a read in three steps -----------------------------------
 
-    def get_begin(self, reader: int, handle: tuple) -> Outcome:
+    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         """`handle` = (key, address, id) in units; unissued handles are forged.
         A refused read is "rejected" (signature) or "stale" (id check)."""
         key, address, monotonic_id = handle
@@ -258,42 +352,35 @@ class Driver:
     # -- observation -------------------------------------------------------------
 
     def observe(self) -> dict[str, Any]:
-        """The implementation's state in the spec's variables and units.
-        Internal attributes an implementation lacks are left out."""
+        """The implementation's state in the spec's variables and units, from
+        the contract only: the ring's documented position attributes (if it
+        has them), which keys `is_cached` (at the address and id that put or
+        get_cached returned), and the read counts in the segment's bytes."""
         ring = self.ring
         state: dict[str, Any] = {}
         for name in ("data_buffer_start", "data_buffer_end"):
-            if hasattr(ring, name):
+            if has(ring, name):
                 state[name] = _scaled(getattr(ring, name))
         for name in ("monotonic_id_start", "monotonic_id_end"):
-            if hasattr(ring, name):
+            if has(ring, name):
                 state[name] = getattr(ring, name)
-        metadata = getattr(ring, "metadata", None)
-        if metadata is not None:
-            state["metadata"] = {i: _scaled(a) for i, a in metadata.items()}
-            state["counts"] = {i: self._count(a) for i, a in metadata.items()}
         writer = self.writer
+        if writer is None:
+            live = dict(self.chunks)
+        else:
+            placed = {k: p for k, p in self.placed.items() if writer.is_cached(k)}
+            state["key_index"] = {k: (_scaled(a), i) for k, (a, i) in placed.items()}
+            live = {i: a for a, i in placed.values()}
+        state["metadata"] = {i: _scaled(a) for i, a in live.items()}
         if writer is not None:
-            if hasattr(writer, "key_index"):
-                state["key_index"] = {
-                    k: (_scaled(a), i) for k, (a, i) in writer.key_index.items()
-                }
-            if hasattr(writer, "writer_flag"):
-                state["writer_flag"] = dict(writer.writer_flag)
-            if hasattr(writer, "_touched"):
-                state["touched"] = set(writer._touched)
+            state["counts"] = {i: self.segment.count(a) for i, a in live.items()}
         return state
-
-    def _count(self, address: int) -> int:
-        offset = self.ring.DATA_OFFSET + address % self.ring.data_buffer_size + MD_SIZE
-        return int.from_bytes(self.ring.shared_memory.buf[offset : offset + 4], "little",
-                              signed=True)
 
     # -- helpers -----------------------------------------------------------------
 
-    def _issue(self, key: str) -> None:
-        address, monotonic_id = self.writer.key_index[key]
-        handle = (key, _scaled(address), monotonic_id)
+    def _issue(self, key: str, placed: tuple[int, int]) -> None:
+        self.placed[key] = placed
+        handle = (key, _scaled(placed[0]), placed[1])
         self.signatures[handle] = self.writer.get_signature(key)
 
     def _units(self, pair: tuple[int, int]) -> tuple[int, int]:
@@ -301,11 +388,17 @@ class Driver:
         return _scaled(address), monotonic_id
 
     @staticmethod
-    def _run(step) -> Outcome:
+    def _run(step: Callable[[], Any]) -> Outcome:
         try:
             return Outcome("ok", step())
         except (ValueError, MemoryError, KeyError) as exc:
             return Outcome(type(exc).__name__, str(exc))
+
+
+def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:
+    """Record a returned (address, id) before it is scaled (which may fail)."""
+    into.append((pair[0], pair[1]))
+    return cast(tuple[int, int], pair)  # as returned: scaling checks it
 
 
 def _scaled(byte_address: int) -> int:

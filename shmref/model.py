@@ -49,7 +49,7 @@ class StoreModel:
     owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # cell -> (key, put #)
     puts: int = 0
     issued: set[Handle] = field(default_factory=set)
-    inbox: list[Counter] = field(default_factory=list)  # per reader: deliveries
+    inbox: list[Counter[Handle]] = field(default_factory=list)  # per reader: deliveries
     reads: list[ModelRead | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -163,7 +163,33 @@ class StoreModel:
         self.issued.clear()  # F4: a new signing secret; pending handles are rejected
         return Outcome("ok")
 
+    def writer_get(self, handle: Handle) -> Outcome:
+        """The writer reads its own object: the id check, no count."""
+        _key, address, monotonic_id = handle
+        cell = address % self.n
+        header = self.header.get(cell)
+        if header is None or header[0] != monotonic_id:
+            return Outcome("stale")
+        keys = {key for key, _ in (self.owner.get(c, ("<garbage>", 0))
+                                   for c in range(cell, cell + header[1]))}
+        return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
+
     # -- reader actions ----------------------------------------------------------
+
+    def reader_touch(self, reader: int, handle: Handle) -> Outcome:
+        """A reader's touch validates the handle (signature, then id) and
+        counts nothing."""
+        if handle not in self.issued:
+            return Outcome("rejected")
+        _key, address, monotonic_id = handle
+        header = self.header.get(address % self.n)
+        return Outcome("ok") if header is not None and header[0] == monotonic_id \
+            else Outcome("stale")
+
+    def get_begin_foreign(self, reader: int, handle: Handle) -> Outcome:
+        """A handle signed with another storage's secret is refused."""
+        self.reads[reader] = None
+        return Outcome("rejected")
 
     def get_begin(self, reader: int, handle: Handle) -> Outcome:
         self.reads[reader] = None
@@ -179,6 +205,7 @@ class StoreModel:
 
     def get_copy(self, reader: int) -> Outcome:
         read = self.reads[reader]
+        assert read is not None, f"get_copy of reader {reader} with no read in flight"
         cells = range(read.cell, read.cell + read.size)
         read.copied = frozenset(self.owner.get(cell, ("<garbage>", 0)) for cell in cells)
         return Outcome("ok")
@@ -186,10 +213,11 @@ class StoreModel:
     def get_end(self, reader: int) -> Outcome:
         """Re-check the header (refimpl's fix), count, and return the copied key."""
         read, self.reads[reader] = self.reads[reader], None
+        assert read is not None, f"get_end of reader {reader} with no read in flight"
         if self.header.get(read.cell) != (read.handle[2], read.size):
             return Outcome("stale")
         self.count[read.cell] += 1
-        keys = {key for key, _ in read.copied}
+        keys = {key for key, _ in read.copied or ()}
         return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
 
     def _issue(self, key: str) -> None:

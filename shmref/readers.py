@@ -4,6 +4,7 @@ shared memory rather than readers inside the test process."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import multiprocessing as mp
 import queue
@@ -36,6 +37,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
     Each answers (outcome, value-or-message)."""
     impl = load_impl(impl_name)
     storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+    serde = handle.serde_class()  # for reads composed from the seed's pieces
     read = None
     try:
         while True:
@@ -46,7 +48,8 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
             if verb == "get":
                 results.put(_outcome(storage.get, *args))
             elif verb == "begin":
-                outcome = _outcome(splitread.begin, storage, *args)
+                outcome = _outcome(functools.partial(splitread.begin, serde=serde,
+                                                     lock=handle.reader_lock), storage, *args)
                 read = outcome[1] if outcome[0] == "ok" else None
                 results.put((outcome[0], None if outcome[0] == "ok" else outcome[1]))
             elif verb == "copy":

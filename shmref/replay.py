@@ -153,8 +153,11 @@ class Replayer:
                 problems = self.compare(state.vars, observed, action, outcome)
                 sizes = {a % self.constants["N"]: s for a, s in
                          _sizes(state.vars, self.constants["N"]).items()}
+                got = outcome.status
+                if got == "ok" and action["name"] in ("put", "get_cached", "allocate_buf"):
+                    got = f"ok {tuple(outcome.result)}"  # the implementation's own numbers
                 report.steps.append(Step(state.index, describe(action),
-                                         action.get("outcome", "ok"), outcome.status, problems,
+                                         action.get("outcome", "ok"), got, problems,
                                          draw_ring(observed, self.constants["N"], sizes)))
                 if problems and stop_at_divergence:
                     break

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-_created: set[str] = set()
+_created: dict[str, str] = {}  # name -> the test that created it (`owner` then)
+owner = "(outside any test)"  # the running test's node id, set by the hook below
 _original_init = shared_memory.SharedMemory.__init__
 
 
@@ -29,7 +30,7 @@ def _recording_init(self: Any, name: Any = None, create: Any = False, size: Any 
         # Also when __init__ fails after shm_open (e.g. a non-int size makes
         # ftruncate raise): Python 3.11 leaves that segment behind.
         if create and getattr(self, "_name", None):
-            _created.add(self._name)
+            _created.setdefault(self._name, owner)
 
 
 def start() -> None:
@@ -39,6 +40,19 @@ def start() -> None:
 
 def created() -> set[str]:
     return set(_created)
+
+
+def creator(name: str) -> str:
+    return _created.get(name, "(unknown)")
+
+
+def remove(names: list[str]) -> None:
+    """Unlink leaked segments (after they were reported)."""
+    for name in names:
+        try:
+            os.unlink(f"/dev/shm/{name.lstrip('/')}")
+        except FileNotFoundError:
+            pass
 
 
 def leaked() -> set[str]:
@@ -53,4 +67,27 @@ def no_leaked_segments() -> Iterator[None]:
     yield
     found = leaked()
     if found:
-        pytest.fail(f"test session leaked shared-memory segments: {sorted(found)}")
+        blamed = "; ".join(f"{n} created by {creator(n)}" for n in sorted(found))
+        pytest.fail(f"test session leaked shared-memory segments: {blamed}")
+
+
+@pytest.fixture(autouse=True)
+def no_segment_leaked_by_this_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A segment a test creates and leaves behind fails that test (and is
+    then removed, so that the session's guard does not charge it to another)."""
+    yield
+    mine = sorted(n for n in leaked() if creator(n) == request.node.nodeid)
+    if mine:
+        remove(mine)
+        pytest.fail(f"test leaked shared-memory segments: {', '.join(mine)} (removed)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Segments are charged to the test that creates them (`creator`)."""
+    global owner
+    owner = item.nodeid
+    try:
+        return (yield)
+    finally:
+        owner = "(outside any test)"

@@ -1,6 +1,9 @@
-"""`python -m shmref.conformance` end to end: refimpl passes every level, a
-broken copy of refimpl fails the level its bug belongs to, and the report
-carries, for each failure, a trace and a command that replays it."""
+"""`python -m shmref.conformance` end to end: refimpl passes every level, the
+seed passes seed-compatible, a faithful port of the seed with other private
+names gets the seed's verdict on every property, a broken copy of refimpl
+fails the level its bug belongs to, and the report carries, for each
+failure, a trace and a command that replays it in a fresh shell. Also the
+contract (shmref.contract) and its document, and the oracle's messages."""
 
 from __future__ import annotations
 
@@ -12,8 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from shmref.conformance import LEVELS, PROTOCOL, failure_trace
+from shmref import contract
+from shmref.conformance import (
+    HARDENED,
+    LEVELS,
+    NOT_RUN,
+    PROTOCOL,
+    SEED,
+    TEST_GROUPS,
+    failure_trace,
+    level_status,
+    pytest_checks,
+)
+from shmref.driver import value_for
 from shmref.mutants import BUILD, build_mutant
+from shmref.observe import first_difference
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.tlc
@@ -40,9 +56,11 @@ def test_refimpl_passes_every_level(tmp_path, is_refimpl):
         assert f"| {level} | **pass" in markdown
     checks = [c for level in LEVELS for c in report["levels"][level]["checks"]]
     names = {c["name"] for c in checks}
-    assert {"test_layout.py::test_same_results_as_refimpl", "hazard MCDoubleRead",
-            "trace validation", "test_stateful.py::test_store_machine"} <= names
-    # the hazards no layout-compatible implementation closes are assumptions
+    assert {"test_layout.py::test_same_results_as_seed", "hazard MCDoubleRead",
+            "trace validation", "test_stateful.py::test_store_machine",
+            "replay MCStorage"} <= names
+    assert all(c["seed"] for c in checks), "every property carries the seed's result"
+    # the hazards no seed-compatible implementation closes are assumptions
     statuses = {c["name"]: c["status"] for c in checks}
     assert statuses["hazard MCLostReader"] == "assumption"
     assert statuses["hazard MCIdWrap"] == "pass"  # F4: clear rotates the signing secret
@@ -64,14 +82,22 @@ def test_a_mutant_fails_the_protocol_level(tmp_path, is_refimpl):
     assert not report["ok"]
     assert report["levels"][PROTOCOL]["status"] == "FAIL"
     failed = [c for c in report["levels"][PROTOCOL]["checks"] if c["status"] == "FAIL"]
-    assert any(c["name"].startswith("test_replay.py::test_simulation_corpus_replays")
-               for c in failed)
+    assert any(c["name"] == "replay MCStorage" for c in failed)
     for check in failed:
         for failure in check["failures"]:
             assert f"--impl {module}" in failure["command"]
             assert failure["trace"].strip()
     markdown = (tmp_path / "conformance.md").read_text()
     assert "| protocol-safe | **FAIL" in markdown and "diverged at state" in markdown
+    # a replay command works pasted into a fresh shell: no inherited
+    # environment, no working directory; it reproduces the failure (exit 1),
+    # it does not fail to find its test or module (exit 4 or 5, ImportError)
+    command = next(f["command"] for c in failed for f in c["failures"]
+                   if "pytest" in f["command"])
+    fresh = subprocess.run(["bash", "-c", command], cwd="/", capture_output=True, text=True,
+                           env={"PATH": os.environ["PATH"], "HOME": "/tmp"}, timeout=600)
+    assert fresh.returncode == 1, command + "\n" + fresh.stdout[-2000:] + fresh.stderr[-2000:]
+    assert "ModuleNotFoundError" not in fresh.stdout + fresh.stderr
 
 
 def test_failure_trace_is_the_shrunk_example():
@@ -100,4 +126,207 @@ def test_hazard_replay_command_reports_the_assumption(is_refimpl):
         pytest.skip("about refimpl")
     proc = conformance("--impl", "refimpl", "--hazard", "MCLostReader")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ASSUMPTION" in proc.stdout and "get_begin" in proc.stdout
+    assert "ASSUMPTION" in proc.stdout and "get_end" in proc.stdout
+
+
+# -- the seed and its faithful port ------------------------------------------------------
+
+
+def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(tmp_path):
+    """The seed passes seed-compatible with 0 failures, by construction; a port
+    of the seed whose private names all differ (shmref.port) gets exactly the
+    seed's result on every property of every level (the report's `seed`
+    column is the seed's own run, made once and cached under --out)."""
+    from shmref.port import build_port_module
+
+    port = build_port_module()
+    assert contract.missing(port) == []  # the port keeps every contract name ...
+    ring = port.SingleWriterShmRingBuffer(64, create=True)
+    try:  # ... and none of the seed's private ones
+        assert not hasattr(ring, "metadata") and not hasattr(ring, "shared_memory")
+        assert hasattr(ring, "_port_metadata")
+    finally:
+        ring.close()
+    proc = conformance("--impl", "port", "--quick", "--all-groups", "--out", str(tmp_path))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "conformance.json").read_text())
+    seed = json.loads((tmp_path / "seed-baseline" / "conformance.json").read_text())
+    assert seed["levels"][SEED]["status"] == "pass"
+    assert not [c for c in seed["levels"][SEED]["checks"] if c["status"] in ("FAIL", "ERROR")]
+    mine = {(level, c["name"]): c["status"] for level in LEVELS
+            for c in report["levels"][level]["checks"]}
+    theirs = {(level, c["name"]): c["status"] for level in LEVELS
+              for c in seed["levels"][level]["checks"]}
+    assert mine.keys() == theirs.keys()
+    differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+    assert not differing, f"port vs seed: {differing}"
+    every_group = {g.label for g in TEST_GROUPS if not g.split}
+    assert every_group <= {name for _level, name in mine}
+    for level in LEVELS:
+        assert report["levels"][level]["seed"] == seed["levels"][level]["status"]
+
+
+# -- the contract ------------------------------------------------------------------------------
+
+LACKING = """
+import refimpl
+
+SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer
+
+
+class SingleWriterShmObjectStorage:
+    # refimpl's storage without is_cached
+
+    def __init__(self, *args, **kwargs):
+        self.inner = refimpl.SingleWriterShmObjectStorage(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name == "is_cached":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    create_from_handle = staticmethod(refimpl.SingleWriterShmObjectStorage.create_from_handle)
+"""
+
+
+def test_contract_document_is_generated_from_the_contract():
+    text = (REPO / "docs" / "conformance.md").read_text()
+    assert contract.DOC_BEGIN in text and contract.DOC_END in text
+    shown = text.split(contract.DOC_BEGIN, 1)[1].split(contract.DOC_END, 1)[0]
+    assert shown.strip() == contract.markdown().strip(), \
+        "docs/conformance.md: paste shmref.contract.markdown() between the markers"
+    for name in ("key_index", "writer_flag", "shared_memory", "ser_de", "metadata"):
+        assert f"`{name}`" not in shown, f"{name} is private: not part of the contract"
+
+
+def test_missing_names_what_a_module_lacks(tmp_path, monkeypatch):
+    import importlib
+
+    import refimpl
+
+    assert contract.missing(refimpl) == [] and contract.missing(refimpl, optional=True) == []
+    (tmp_path / "lacking_impl.py").write_text(LACKING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert contract.missing(importlib.import_module("lacking_impl")) == ["storage.is_cached"]
+
+
+def test_a_module_lacking_required_names_is_refused_in_one_line(tmp_path):
+    (tmp_path / "lacking_impl.py").write_text(LACKING)
+    proc = conformance("--impl", "lacking_impl", "--out", str(tmp_path / "out"),
+                       extra_path=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "lacking_impl: lacks what the contract (shmref.contract) requires: storage.is_cached"]
+    proc = conformance("--impl", "no_such_module_here")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("no_such_module_here: does not import")
+
+
+def test_a_missing_optional_capability_is_not_run_never_pass():
+    group = next(g for g in TEST_GROUPS if g.label == "replay MCStorage")
+    cases = [{"node": group.select, "status": "skip",
+              "text": "Skipped: not run: missing ring.ID_MAX"}]
+    (check,) = pytest_checks("m", [group], cases)
+    assert check.status == NOT_RUN and check.detail == "not run: missing ring.ID_MAX"
+    assert level_status([check], PROTOCOL, LEVELS) == NOT_RUN
+    passing = [{"node": group.select, "status": "pass", "text": ""}]
+    assert pytest_checks("m", [group], passing)[0].status == "pass"
+
+
+def test_each_case_belongs_to_the_most_specific_group():
+    cases = [{"node": "tests/test_ring.py::TestBadInput::test_x[1]", "status": "fail",
+              "text": "E  AssertionError: boom"},
+             {"node": "tests/test_ring.py::test_y", "status": "pass", "text": ""}]
+    groups = [g for g in TEST_GROUPS if g.select.startswith("tests/test_ring.py")]
+    checks = {c.name: c for c in pytest_checks("m", groups, cases)}
+    assert checks["test_ring.py::TestBadInput::test_x"].level == HARDENED
+    assert checks["test_ring.py::test_y"].level == SEED
+    assert "closes finding" in checks["test_ring.py::TestBadInput::test_x"].what
+
+
+# -- messages ------------------------------------------------------------------------------
+
+
+def test_a_layout_mismatch_names_the_field_its_offset_and_both_values():
+    expected = bytearray(64)
+    expected[16:24] = (3).to_bytes(4, "little") + (24).to_bytes(4, "little")
+    actual = bytearray(expected)
+    actual[20] = 32  # the size field of the chunk at offset 16
+    text = first_difference(bytes(expected), bytes(actual), [0, 16])
+    assert text is not None
+    assert "field 'size'" in text and "offset 16" in text
+    assert "18000000" in text and "20000000" in text
+    assert first_difference(bytes(expected), bytes(expected), [0]) is None
+    assert "sizes differ" in (first_difference(b"ab", b"abc") or "")
+
+
+class OddSerde:
+    """A serde whose overhead is unlike msgpack's: a 5-byte header, and one
+    more byte for str than for bytes."""
+
+    def serialize(self, value):
+        data = value.encode() + b"!" if isinstance(value, str) else bytes(value)
+        return data, len(data), b"HEAD:", 5
+
+    def deserialize(self, data):
+        return bytes(data[5:])
+
+
+def test_driver_values_fit_units_for_a_serde_with_another_overhead():
+    serde = OddSerde()
+    for size in (2, 3, 5):
+        value = value_for("k1", size, serde)
+        _data, n, _md, m = serde.serialize(value)
+        assert 4 + m + n == 16 * size - 8
+    with pytest.raises(ValueError, match="exactly 4 bytes with OddSerde"):
+        value_for("k1", 1, serde)  # 4 + 5 header bytes cannot fit 8: said so
+
+    class Jumpy:  # no length of any value fits: a clear message, not a hang
+        def serialize(self, value):
+            return b"", 1000, b"", 0
+
+    with pytest.raises(ValueError, match="serializes to exactly"):
+        value_for("k1", 1, Jumpy())
+
+
+def test_the_leak_guard_blames_the_test_that_created_the_segment(tmp_path):
+    conftest = (REPO / "tests" / "conftest.py").read_text()
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "test_leaky.py").write_text(
+        "import refimpl\n"
+        "def test_creates_and_leaks():\n"
+        "    ring = refimpl.SingleWriterShmRingBuffer(64, create=True)\n"
+        "    ring.is_writer = False  # so that close() does not unlink\n"
+        "    ring.close()\n"
+        "def test_innocent_last():\n"
+        "    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode != 0
+    assert "ERROR at teardown of test_creates_and_leaks" in run.stdout, run.stdout
+    assert "test_innocent_last" not in "".join(
+        line for line in run.stdout.splitlines() if line.startswith(("ERROR", "FAILED")))
+
+
+def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
+    """A RuntimeError from put is the implementation's: the hazard check says
+    at which step and what it raised; the oracle does not crash."""
+    import types
+
+    import refimpl
+    from shmref.conformance import ERROR, HAZARDS, hazard_check, hazard_trace
+
+    class Storage(refimpl.SingleWriterShmObjectStorage):
+        def put(self, key, value):
+            raise RuntimeError("disk on fire")
+
+    module = types.ModuleType("refimpl_raising")
+    module.SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer
+    module.SingleWriterShmObjectStorage = Storage
+    hazard = next(h for h in HAZARDS if h.model == "MCDoubleRead")
+    trace, source = hazard_trace(hazard.model)
+    check, replay = hazard_check("refimpl_raising", module, hazard, trace, source)
+    assert replay is None and check.status == ERROR
+    assert check.detail.startswith("step ") and "put(" in check.detail
+    assert "RuntimeError: disk on fire" in check.detail

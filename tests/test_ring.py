@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from shmref.observe import Segment
+
 REPO = Path(__file__).resolve().parents[1]
 
 ALWAYS = lambda _id, _buf: True  # noqa: E731
@@ -143,7 +145,8 @@ def test_secret_is_random_and_at_segment_start(ring_factory):
     a, b = ring_factory(64), ring_factory(64)
     assert len(a.get_auth_secret()) == 32
     assert a.get_auth_secret() != b.get_auth_secret()
-    assert bytes(a.shared_memory.buf[:32]) == a.get_auth_secret()
+    with Segment(a.handle()) as segment:  # read from the segment, not an attribute
+        assert segment.secret() == a.get_auth_secret()
 
 
 def test_int_encoding_is_little_endian_signed(ring_factory):

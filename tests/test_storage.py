@@ -1,8 +1,14 @@
 """The object store: puts, signed handles, readers in other processes,
-counting and reclamation, and bad input."""
+counting and reclamation, and bad input.
+
+Only the contract (shmref.contract) is used: handles come from what put
+returns, counts and headers from the segment's bytes (shmref.observe). The
+writer is built as vLLM builds it, without a reader lock; readers get one
+through the handle."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import multiprocessing as mp
 import os
@@ -10,10 +16,43 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import pytest
 
+from shmref.contract import split_read_missing
+from shmref.observe import Segment
 from shmref.readers import ReaderProcess
+
+LOCK = mp.get_context("spawn").Lock()
+
+
+class Writer:
+    """A writer storage seen through the contract: it remembers the
+    (address, id) that put and get_cached returned, and reads its segment."""
+
+    def __init__(self, storage: Any, ring: Any) -> None:
+        self.storage, self.ring = storage, ring
+        self.placed: dict[Any, tuple[int, int]] = {}
+        self.segment = Segment(ring.handle())
+
+    def put(self, key: Any, value: Any) -> tuple[int, int]:
+        placed = self.storage.put(key, value)
+        self.placed[key] = placed
+        return placed
+
+    def get_cached(self, key: str) -> tuple[int, int]:
+        placed = self.storage.get_cached(key)
+        self.placed[key] = placed
+        return placed
+
+    def reader_handle(self) -> Any:
+        handle = copy.copy(self.storage.handle())
+        handle.reader_lock = LOCK
+        return handle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.storage, name)
 
 
 @pytest.fixture
@@ -23,29 +62,31 @@ def reader_lock():
 
 @pytest.fixture
 def store_factory(impl, ring_factory):
-    """Writer storages built as vLLM's sender builds them (no reader lock);
-    their rings are cleaned up by ring_factory."""
+    """Writer storages (no lock, as vLLM builds them) whose rings are cleaned
+    up by ring_factory."""
+    made: list[Writer] = []
 
-    def make(buffer_size=1024, max_object_size=256, n_readers=1, lock=None):
-        ring = ring_factory(buffer_size)
-        return impl.SingleWriterShmObjectStorage(max_object_size, n_readers, ring, reader_lock=lock)
+    def make(buffer_size=1024, max_object_size=256, n_readers=1, id_max=None, lock=None):
+        ring = ring_factory(buffer_size, id_max)
+        writer = Writer(
+            impl.SingleWriterShmObjectStorage(max_object_size, n_readers, ring, reader_lock=lock),
+            ring,
+        )
+        made.append(writer)
+        return writer
 
-    return make
-
-
-def reader_handle(writer, lock):
-    """The writer's handle with the readers' lock, as a reader receives it."""
-    return dataclasses.replace(writer.handle(), reader_lock=lock)
+    yield make
+    for writer in made:
+        writer.segment.close()
 
 
 @pytest.fixture
-def attach(impl, reader_lock):
-    """In-process readers attached through the writer's handle."""
+def attach(impl):
+    """In-process readers attached through the writer's handle, with a lock."""
     readers = []
 
     def make(writer):
-        reader = impl.SingleWriterShmObjectStorage.create_from_handle(
-            reader_handle(writer, reader_lock))
+        reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.reader_handle())
         readers.append(reader)
         return reader
 
@@ -55,7 +96,7 @@ def attach(impl, reader_lock):
 
 
 def handle_of(writer, key):
-    address, monotonic_id = writer.key_index[key]
+    address, monotonic_id = writer.placed[key]
     return address, monotonic_id, writer.get_signature(key), key
 
 
@@ -73,14 +114,12 @@ def test_put_then_get_roundtrip_types(store_factory, attach):
 def test_object_layout_in_segment(store_factory):
     writer = store_factory()
     address, monotonic_id = writer.put("k", b"payload")
-    ring = writer.ring_buffer
-    offset = ring.DATA_OFFSET + address
-    raw = bytes(ring.shared_memory.buf[offset : offset + 64])
+    raw = writer.segment.data()[address : address + 64]
     chunk_size = int.from_bytes(raw[4:8], "little")
     obj = raw[8:chunk_size]
     assert int.from_bytes(raw[:4], "little") == monotonic_id
     assert obj[:4] == b"\x00\x00\x00\x00"  # reference count starts at 0
-    data, data_bytes, metadata, md_bytes = writer.ser_de.serialize(b"payload")
+    data, data_bytes, metadata, md_bytes = writer.handle().serde_class().serialize(b"payload")
     assert obj[4:] == metadata + data and chunk_size == 8 + 4 + md_bytes + data_bytes
 
 
@@ -89,7 +128,7 @@ def test_duplicate_key_is_rejected_and_index_kept(store_factory):
     first = writer.put("k", 1)
     with pytest.raises(ValueError, match="already exists"):
         writer.put("k", 2)
-    assert writer.key_index["k"] == first and writer.get(*first) == 1
+    assert writer.is_cached("k") and writer.get(*first) == 1
 
 
 def test_reads_count_and_reclaim_fifo(store_factory, attach):
@@ -106,7 +145,7 @@ def test_reads_count_and_reclaim_fifo(store_factory, attach):
         reader.get(*handle_of(writer, "b"))
     readers[1].get(*handle_of(writer, "c"))
     writer.free_unused()
-    assert writer.key_index == {} and writer.writer_flag == {} and writer.id_index == {}
+    assert not any(writer.is_cached(k) for k in "abc")
 
 
 def test_get_cached_owes_another_read_per_reader(store_factory, attach):
@@ -153,7 +192,10 @@ def test_put_raises_memory_error_when_all_busy(store_factory):
     with pytest.raises(MemoryError):
         for i in range(40):
             writer.put(f"k{i}", b"x" * 40)
-    assert len(writer.key_index) == len(writer.ring_buffer.metadata) > 0
+    cached = sum(writer.is_cached(f"k{i}") for i in range(40))
+    assert cached > 0
+    if hasattr(writer.ring, "monotonic_id_end"):  # no chunk outside the index
+        assert writer.ring.monotonic_id_end - writer.ring.monotonic_id_start == cached
 
 
 def test_reader_touch_validates_handle(store_factory, attach):
@@ -174,7 +216,7 @@ def test_stale_handle_after_reuse_is_rejected(store_factory, attach):
     reader.get(*old)
     writer.free_unused()
     writer.put("new", b"n" * 40)  # lands at address 0 again, new id
-    assert writer.key_index["new"][0] % 128 == old[0] % 128
+    assert writer.placed["new"][0] % 128 == old[0] % 128
     with pytest.raises(ValueError, match="modified or is invalid"):
         reader.get(*old)
 
@@ -215,7 +257,7 @@ def test_writer_with_lock_counts_its_gets_as_the_seed(store_factory, reader_lock
 
 def test_lock_is_required_for_readers(impl, store_factory):
     writer = store_factory()
-    ring = impl.SingleWriterShmRingBuffer(*writer.ring_buffer.handle())
+    ring = impl.SingleWriterShmRingBuffer(*writer.ring.handle())
     try:
         with pytest.raises(ValueError, match="Lock must be provided"):
             impl.SingleWriterShmObjectStorage(256, 1, ring)
@@ -234,7 +276,7 @@ def test_signatures_interoperate_across_instances(store_factory, attach):
 
     message = (hashlib.sha256(b"k").digest() + address.to_bytes(8, "little")
                + monotonic_id.to_bytes(4, "little"))
-    expected = hmac.new(writer.ring_buffer.get_auth_secret(), message, hashlib.sha256)
+    expected = hmac.new(writer.segment.secret(), message, hashlib.sha256)
     assert bytes(signature) == expected.digest()
     writer.verify_signature(key, address, monotonic_id, signature)
     reader.verify_signature(key, address, monotonic_id, signature)
@@ -295,13 +337,13 @@ class TestBadPuts:
         writer = store_factory(max_object_size=64)
         with pytest.raises(ValueError, match="exceeds max object size"):
             writer.put("k", b"x" * 100)
-        assert writer.ring_buffer.monotonic_id_end == 0
+        assert writer.ring.monotonic_id_end == 0
 
     def test_too_large_for_the_buffer(self, store_factory):
         writer = store_factory(buffer_size=128, max_object_size=4096)
         with pytest.raises(MemoryError):
             writer.put("k", b"x" * 1000)
-        assert writer.key_index == {}
+        assert not writer.is_cached("k")
 
     @pytest.mark.parametrize("value", [object(), {1, 2}, lambda: 1, [1, {"a": {2}}]])
     def test_unstorable_types_are_type_errors(self, store_factory, is_refimpl, value):
@@ -310,35 +352,44 @@ class TestBadPuts:
         writer = store_factory()
         with pytest.raises(TypeError, match="cannot store a (object|set|function)"):
             writer.put("k", value)
-        assert writer.key_index == {} and writer.ring_buffer.metadata == {}
+        assert not writer.is_cached("k") and writer.ring.monotonic_id_end == 0
 
     @pytest.mark.parametrize("value", [2**64, -(2**63) - 1, [2**70]])
     def test_ints_beyond_64_bits_are_value_errors(self, store_factory, value):
         writer = store_factory()
         with pytest.raises(ValueError, match=r"ints in \[-2\*\*63, 2\*\*64\)"):
             writer.put("k", value)
-        assert writer.key_index == {} and writer.ring_buffer.metadata == {}
+        assert not writer.is_cached("k") and writer.ring.monotonic_id_end == 0
 
     def test_non_str_key(self, store_factory):
         with pytest.raises(ValueError):
             store_factory().put(1, "v")
 
-    def test_failed_put_leaves_no_half_object(self, impl, store_factory):
+    def test_failed_put_leaves_no_half_object(self, impl, store_factory, ring_factory):
         """A serializer that lies about its sizes must not leave a chunk behind
         (the seed allocates first and then wedges every later free)."""
+        honest = store_factory().handle().serde_class
 
-        class LyingSerde(impl.MsgpackSerde):
+        class LyingSerde:  # the serde class is a constructor argument
+            lies = True
+
+            def __init__(self):
+                self.inner = honest()
+
             def serialize(self, value):
-                data, n, md, m = super().serialize(value)
-                return data, n + 3, md, m
+                data, n, md, m = self.inner.serialize(value)
+                return (data, n + 3, md, m) if LyingSerde.lies else (data, n, md, m)
 
-        writer = store_factory()
-        writer.ser_de = LyingSerde()
+            def deserialize(self, data):
+                return self.inner.deserialize(data)
+
+        ring = ring_factory(1024)
+        writer = impl.SingleWriterShmObjectStorage(256, 1, ring, serde_class=LyingSerde)
         with pytest.raises(ValueError):
             writer.put("k", 1)
-        writer.ser_de = impl.MsgpackSerde()
+        LyingSerde.lies = False
         writer.free_unused()  # must not raise
-        assert writer.ring_buffer.metadata == {}
+        assert ring.monotonic_id_start == ring.monotonic_id_end  # nothing left allocated
 
     def test_use_after_close(self, store_factory):
         writer = store_factory()
@@ -427,8 +478,7 @@ def test_readers_in_other_processes(impl_name, store_factory):
     for i in range(10):
         writer.put(f"k{i}", {"i": i, "blob": bytes([i]) * 100})
         handles.append(handle_of(writer, f"k{i}"))
-    storage_handle = reader_handle(writer, mp.get_context("spawn").Lock())
-    readers = [ReaderProcess(impl_name, storage_handle) for _ in range(3)]
+    readers = [ReaderProcess(impl_name, writer.reader_handle()) for _ in range(3)]
     try:
         for reader in readers:
             for handle in handles:
@@ -441,17 +491,18 @@ def test_readers_in_other_processes(impl_name, store_factory):
             reader.stop()
     writer.free_unused()  # reclaims up to 2 * max_object_size bytes per call
     writer.free_unused()
-    assert writer.key_index == {}  # every object read by all three: all reclaimed
+    assert not any(writer.is_cached(f"k{i}") for i in range(10))  # all read: all reclaimed
 
 
-def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory, is_refimpl, reader_lock):
+def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory):
     """A reader killed while it holds a read open: no segment is leaked, and
     the object stays pinned (its count never reached n_readers)."""
-    if not is_refimpl:
-        pytest.skip("uses refimpl's split read to stop a reader mid-read")
     writer = store_factory(n_readers=1)
+    lacking = split_read_missing(writer.storage)
+    if lacking:
+        pytest.skip(f"not run: missing {lacking}")
     writer.put("k", "v")
-    reader = ReaderProcess(impl_name, reader_handle(writer, reader_lock))
+    reader = ReaderProcess(impl_name, writer.reader_handle())
     try:
         assert reader.call("begin", *handle_of(writer, "k"))[0] == "ok"
         os.kill(reader.process.pid, signal.SIGKILL)
@@ -505,6 +556,4 @@ def test_concurrent_reader_threads_count_exactly(store_factory, attach):
         thread.start()
     for thread in threads:
         thread.join()
-    offset = writer.ring_buffer.DATA_OFFSET + handle[0] + 8
-    count = int.from_bytes(writer.ring_buffer.shared_memory.buf[offset : offset + 4], "little")
-    assert count == 200
+    assert writer.segment.count(handle[0]) == 200

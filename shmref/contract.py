@@ -1,0 +1,261 @@
+"""The written contract the oracle judges an implementation by: one place.
+
+Every name, signature and attribute the oracle (shmref.driver, splitread,
+observe, conformance and the tests it runs with `--impl`) may use on an
+implementation is listed here, derived from the seed's public API (its
+documentation page: the listed methods, the constructor parameters, the
+attributes its docstrings name). Everything else an implementation has is
+its own business: what the oracle must observe beyond return values
+(reader counts, chunk headers) it reads from the segment's bytes, whose
+layout the seed documents (shmref.observe).
+
+Capabilities are required (a module lacking one is refused, exit 2) or
+optional (a property needing a missing one is reported `not run: missing
+X`, never passed). docs/conformance.md carries `markdown()`'s table; a test
+checks that it is current.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
+
+# -- the layout (the seed's docstrings) ------------------------------------------------
+
+SECRET_BYTES = 32  # [32-byte handle-signing secret][ring buffer chunks...]
+HEADER_BYTES = 8  # [4-byte monotonic_id][4-byte chunk_size incl. header], little-endian
+COUNT_BYTES = 4  # object: [4-byte reference_count][metadata][serialized data]
+
+
+# -- the four classes ----------------------------------------------------------------------
+
+
+@runtime_checkable
+class Serde(Protocol):
+    """`serde_class()` instances: what a storage stores and reads back."""
+
+    def serialize(self, value: Any) -> tuple[Any, int, bytes, int]: ...
+    def deserialize(self, data: memoryview) -> Any: ...
+
+
+class Handle(Protocol):
+    """What `storage.handle()` returns and `create_from_handle` takes. The
+    oracle copies it and sets `reader_lock` (readers get the lock)."""
+
+    max_object_size: int
+    n_readers: int
+    ring_buffer_handle: tuple[int, str]
+    serde_class: type
+    reader_lock: Any
+
+
+class Ring(Protocol):
+    """`SingleWriterShmRingBuffer(data_buffer_size, name=None, create=False)`."""
+
+    is_writer: bool
+
+    def handle(self) -> tuple[int, str]: ...
+    def allocate_buf(self, size: int) -> tuple[int, int]: ...
+    def access_buf(self, address: int) -> AbstractContextManager[tuple[memoryview,
+                                                                       tuple[int, int]]]: ...
+    def free_buf(self, is_free_fn: Callable[[int, memoryview], bool],
+                 nbytes: int | None = None) -> Iterable[int]: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+    def get_auth_secret(self) -> bytes: ...
+    def int2byte(self, integer: int) -> bytes: ...
+    def byte2int(self, byte_data: bytes) -> int: ...
+
+
+class Storage(Protocol):
+    """`SingleWriterShmObjectStorage(max_object_size, n_readers, ring_buffer,
+    serde_class=..., reader_lock=None)`."""
+
+    is_writer: bool
+
+    def put(self, key: str, value: Any) -> tuple[int, int]: ...
+    def get(self, address: int, monotonic_id: int, signature: list[int] | None = None,
+            key: str | None = None) -> Any: ...
+    def get_cached(self, key: str) -> tuple[int, int]: ...
+    def is_cached(self, key: str) -> bool: ...
+    def get_signature(self, key: str) -> list[int]: ...
+    def touch(self, key: str, address: int = 0, monotonic_id: int = 0,
+              signature: list[int] | None = None) -> None: ...
+    def release_touches(self) -> None: ...
+    def free_unused(self) -> None: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+    def handle(self) -> Handle: ...
+    @staticmethod
+    def create_from_handle(handle: Handle) -> Storage: ...
+
+
+# -- capabilities --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One name the oracle uses: `where` is module, ring, storage (instance
+    attributes and methods) or handle."""
+
+    where: str
+    name: str
+    required: bool
+    why: str
+
+    @property
+    def label(self) -> str:
+        return self.name if self.where == "module" else f"{self.where}.{self.name}"
+
+
+def _methods(proto: type) -> list[str]:
+    return [n for n, v in vars(proto).items()
+            if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, staticmethod))]
+
+
+def _attributes(proto: type) -> list[str]:
+    return [n for n in getattr(proto, "__annotations__", {}) if not n.startswith("_")]
+
+
+CAPABILITIES: tuple[Capability, ...] = (
+    Capability("module", "SingleWriterShmRingBuffer", True, "the ring class: "
+               "`(data_buffer_size: int, name: str | None = None, create: bool = False)`"),
+    Capability("module", "SingleWriterShmObjectStorage", True, "the storage class: "
+               "`(max_object_size: int, n_readers: int, ring_buffer, serde_class=<its "
+               "default>, reader_lock=None)`; readers come from `create_from_handle`"),
+    *(Capability("ring", n, True, "the seed's documented ring API")
+      for n in (*_attributes(Ring), *_methods(Ring))),
+    *(Capability("storage", n, True, "the seed's documented storage API")
+      for n in (*_attributes(Storage), *_methods(Storage))),
+    *(Capability("handle", n, True, "storage.handle() fields read by create_from_handle")
+      for n in _attributes(Handle)),
+    *(Capability("serde", n, True, "handle.serde_class() instances")
+      for n in _methods(Serde)),
+    # optional: the seed has them; properties that need one say so when missing
+    *(Capability("ring", n, False, "the ring's position, named in the seed's docstring "
+                 "(Key Concepts); compared with the spec's variables")
+      for n in ("data_buffer_start", "data_buffer_end", "monotonic_id_start",
+                "monotonic_id_end")),
+    Capability("ring", "ID_MAX", False, "settable id bound (exclusive): small ids make "
+               "wraparound reachable in tests"),
+    Capability("storage", "ring_buffer", False, "the storage's ring (constructor "
+               "argument): a read split into begin/copy/end from the seed's pieces"),
+    Capability("storage", "verify_signature", False, "split read: check a handle"),
+    Capability("storage", "increment_reader_flag", False, "split read: count a read"),
+    Capability("storage", "get_begin", False, "native split read (refimpl's), "
+               "preferred when present"),
+    Capability("storage", "get_copy", False, "native split read"),
+    Capability("storage", "get_end", False, "native split read"),
+)
+REQUIRED = tuple(c for c in CAPABILITIES if c.required)
+OPTIONAL = tuple(c for c in CAPABILITIES if not c.required)
+SPLIT_READ_NATIVE = ("get_begin", "get_copy", "get_end")
+SPLIT_READ_COMPOSED = ("ring_buffer", "verify_signature", "increment_reader_flag")
+
+
+class MissingCapability(Exception):
+    """A property needs an optional capability the implementation lacks."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(f"not run: missing {label}")
+        self.label = label
+
+
+def has(obj: Any, name: str) -> bool:
+    """Is `name` there, without triggering more than a getattr?"""
+    try:
+        getattr(obj, name)
+    except Exception:  # a property that raises counts as missing
+        return False
+    return True
+
+
+def split_read_missing(storage: Any) -> str | None:
+    """None if reads can be split (natively or composed), else what is missing."""
+    if all(has(storage, n) for n in SPLIT_READ_NATIVE):
+        return None
+    lacking = [n for n in SPLIT_READ_COMPOSED if not has(storage, n)]
+    return None if not lacking else "storage." + " or storage.".join(
+        ["get_begin/get_copy/get_end", *lacking])
+
+
+def require(obj: Any, where: str, name: str) -> None:
+    if not has(obj, name):
+        raise MissingCapability(f"{where}.{name}")
+
+
+def missing(impl: ModuleType, *, optional: bool = False) -> list[str]:
+    """The contract's names that `impl` lacks (required ones; with
+    `optional`, the optional ones). Instance attributes are looked up on a
+    small ring and storage, created and closed here."""
+    wanted = OPTIONAL if optional else REQUIRED
+    lacking = [c.label for c in wanted if c.where == "module" and not has(impl, c.name)]
+    ring_cls = getattr(impl, "SingleWriterShmRingBuffer", None)
+    storage_cls = getattr(impl, "SingleWriterShmObjectStorage", None)
+    if ring_cls is None or storage_cls is None:
+        return lacking
+    try:
+        ring = ring_cls(1024, create=True)
+    except Exception as exc:  # the message names it; no traceback
+        return [*lacking, f"SingleWriterShmRingBuffer(1024, create=True) raised "
+                          f"{type(exc).__name__}: {exc}"]
+    try:
+        try:
+            storage = storage_cls(256, 1, ring)
+        except Exception as exc:
+            return [*lacking, f"SingleWriterShmObjectStorage(256, 1, ring) raised "
+                              f"{type(exc).__name__}: {exc}"]
+        handle = storage.handle() if has(storage, "handle") else None
+        serde_cls = getattr(handle, "serde_class", None)
+        serde = serde_cls() if isinstance(serde_cls, type) else None
+        objects = {"ring": ring, "storage": storage, "handle": handle, "serde": serde}
+        for cap in wanted:
+            if cap.where != "module" and not has(objects[cap.where], cap.name):
+                lacking.append(cap.label)
+    finally:
+        ring.close()
+    return lacking
+
+
+PROTOCOLS: dict[str, type] = {"ring": Ring, "storage": Storage, "handle": Handle,
+                              "serde": Serde}
+
+
+def signature(cap: Capability) -> str:
+    """`name(args) -> result` for a method of the protocols, `name: type` for
+    an attribute, else the bare name."""
+    proto = PROTOCOLS.get(cap.where)
+    member = vars(proto).get(cap.name) if proto is not None else None
+    if isinstance(member, staticmethod):
+        member = member.__func__
+    if inspect.isfunction(member):
+        sig = inspect.signature(member)
+        params = [p for p in sig.parameters.values() if p.name != "self"]
+        text = str(sig.replace(parameters=params)).replace("'", "")
+        return f"{cap.name}{text}"
+    annotation = getattr(proto, "__annotations__", {}).get(cap.name)
+    return f"{cap.name}: {annotation}" if annotation else cap.name
+
+
+def markdown() -> str:
+    """The contract as docs/conformance.md shows it (a test keeps them equal)."""
+    rows = ["| where | name | required | why |", "| --- | --- | --- | --- |"]
+    for cap in CAPABILITIES:
+        shown = signature(cap).replace("|", "\\|")
+        why = cap.why.replace("|", "\\|")
+        rows.append(f"| {cap.where} | `{shown}` | {'yes' if cap.required else 'optional'} "
+                    f"| {why} |")
+    layout = (f"Layout (read from the segment, never from attributes): "
+              f"`[{SECRET_BYTES}-byte secret][chunks]`, chunk "
+              f"`[4-byte id][4-byte size incl. the {HEADER_BYTES}-byte header][object]`, "
+              f"object `[{COUNT_BYTES}-byte read count][serde metadata][serde data]`, "
+              "integers little-endian and signed.")
+    return "\n".join([*rows, "", layout]) + "\n"
+
+
+DOC_BEGIN = "<!-- contract: generated by shmref.contract.markdown(); do not edit -->"
+DOC_END = "<!-- end of contract -->"

@@ -1,0 +1,78 @@
+"""The vocabulary of a verdict: levels, statuses, one property's result,
+and commands that replay it from a fresh shell."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+SEED, HARDENED, PROTOCOL = "seed-compatible", "hardened", "protocol-safe"
+LEVELS = (SEED, HARDENED, PROTOCOL)
+LEVEL_MEANING = {
+    SEED: "the seed's values, exception types, ids, addresses and segment bytes "
+          "(refimpl's where it fixes a documented finding)",
+    HARDENED: "refimpl's fixes: clear errors for bad input and the findings each "
+              "property names (optional)",
+    PROTOCOL: "none of the spec's hazards: replays, state machines and a recorded run "
+              "agree with the spec; no hazard counterexample returns a wrong value",
+}
+PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR = ("pass", "FAIL", "skip", "not run",
+                                                "assumption", "ERROR")
+
+
+
+@dataclass
+class Check:
+    """One property of one level; `seed` is the seed's own result on it."""
+
+    level: str
+    name: str
+    what: str
+    status: str  # pass, FAIL, skip, not run, assumption, ERROR
+    cases: str = ""
+    detail: str = ""
+    failures: list[dict[str, str]] = field(default_factory=list)  # trace, command, case
+    seed: str = ""
+
+
+
+def impl_arg(name: str) -> str:
+    return {"shmref_seed": "seed", "shmref_port": "port"}.get(name, name)
+
+
+def import_root(impl: ModuleType) -> str | None:
+    """The sys.path entry that `impl` was imported from (None: built by shmref)."""
+    if impl.__name__ in ("shmref_seed", "shmref_port") or not getattr(impl, "__file__", None):
+        return None
+    path = Path(impl.__file__ or "").resolve()
+    depth = impl.__name__.count(".") + (1 if path.name == "__init__.py" else 0)
+    root = path.parent
+    for _ in range(depth):
+        root = root.parent
+    return str(root)
+
+
+def shell(command: str, impl: ModuleType | None) -> str:
+    """`command` as it runs when pasted into a fresh shell: in the repository,
+    with the implementation importable."""
+    paths = [str(REPO)] + ([root] if impl is not None and (root := import_root(impl))
+                           and root != str(REPO) else [])
+    return f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(':'.join(paths))} {command}"
+
+
+
+def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> str:
+    if level not in levels:
+        return NOT_RUN
+    statuses = {c.status for c in checks if c.level == level}
+    if statuses & {FAIL, ERROR}:
+        return FAIL
+    if PASS in statuses:
+        return PASS
+    return NOT_RUN if NOT_RUN in statuses else SKIP
+
+
