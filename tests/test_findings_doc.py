@@ -89,6 +89,9 @@ def test_refimpl_column_follows_the_xfail_markers() -> None:
     xfail = findings.xfail_map(data)
     for f in data:
         answer = findings.refimpl_closes(f, xfail)
+        if f.refimpl_kept:  # refimpl follows the seed on purpose; its tests pin that
+            assert answer.startswith("no, kept") and not any(xfail[t] for t in f.refimpl_tests)
+            continue
         marked = [xfail[t] for t in f.refimpl_tests]
         expected = "yes" if not any(marked) else "no" if all(marked) else "partly"
         assert answer.split(" ")[0] == expected, f.id

@@ -6,6 +6,7 @@ puts beside the seed; here SHMREF_STRESS_PUTS (default 5000)."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import sys
@@ -78,8 +79,12 @@ def test_with_a1_broken_a_late_increment_tears_the_next_object(is_refimpl):
     if not is_refimpl:
         pytest.skip("refimpl's read steps")
     ring = refimpl.SingleWriterShmRingBuffer(4096, create=True)
-    writer = refimpl.SingleWriterShmObjectStorage(1024, 2, ring, reader_lock=threading.Lock())
-    reader = refimpl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
+    # The writer as vLLM's sender builds it, without the readers' lock: a writer
+    # holding the lock would wait for the reader's increment instead (spec SPLIT_END).
+    writer = refimpl.SingleWriterShmObjectStorage(1024, 2, ring)
+    reader = refimpl.SingleWriterShmObjectStorage.create_from_handle(
+        dataclasses.replace(writer.handle(), reader_lock=threading.Lock())
+    )
     try:
         handles = {}
         for key in ("k0", "k1"):
