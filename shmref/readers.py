@@ -9,6 +9,7 @@ import hashlib
 import multiprocessing as mp
 import queue
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -20,7 +21,7 @@ from shmref.impl import load_impl
 CTX = mp.get_context("spawn")
 
 
-def _outcome(call, *args) -> tuple[str, Any]:
+def _outcome(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
     try:
         return "ok", call(*args)
     except Exception as exc:  # reported to the test, which decides
@@ -76,7 +77,7 @@ def checksummed(key: str, payload: bytes) -> bytes:
     return hashlib.sha256(body).digest()[:8] + body
 
 
-def verify_many(storage: Any, handles: list[tuple]) -> tuple[int, list[str]]:
+def verify_many(storage: Any, handles: list[tuple[Any, ...]]) -> tuple[int, list[str]]:
     """Read every (address, id, signature, key) handle; count the reads whose
     value is intact and is that key's, and describe the others."""
     good, bad = 0, []
@@ -118,7 +119,8 @@ class ReaderProcess:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                return self.results.get(timeout=0.2)
+                answer: tuple[str, Any] = self.results.get(timeout=0.2)
+                return answer
             except queue.Empty:
                 if not self.process.is_alive():
                     raise RuntimeError(

@@ -36,7 +36,7 @@ def read_constants(cfg: Path) -> dict[str, Any]:
     return constants
 
 
-def as_dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict[Any, Any]:
     """A TLA+ function as a dict (TLC prints the empty function as <<>>)."""
     if isinstance(value, Mapping):
         return dict(value)
@@ -173,7 +173,8 @@ class Replayer:
         if call is None:  # an environment step: nothing to call
             return Outcome("ok")
         name, args, kwargs = call
-        return getattr(driver, name)(*args, **kwargs)
+        outcome: Outcome = getattr(driver, name)(*args, **kwargs)
+        return outcome
 
     def compare(self, spec: Mapping[str, Any], observed: Mapping[str, Any],
                 action: Mapping[str, Any], outcome: Outcome) -> list[str]:
@@ -225,7 +226,7 @@ NO_CALL = {"drop_delivery", "get_check"}
 
 
 def step_call(action: Mapping[str, Any], readers: Sequence[Any]
-              ) -> tuple[str, tuple, dict] | None:
+              ) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
     """The Driver method, positional and keyword arguments for a trace step
     (`last_action`), or None when the step calls nothing. Readers are named in
     traces (`r1`) and numbered in the driver (their index in `readers`)."""
