@@ -28,7 +28,7 @@ check-deep: setup
 check-sim: setup
 	$(PYTHON) -m shmref.deep --simulate --depth $(DEPTH) $(if $(MODEL),--only $(MODEL))
 
-test: setup
+test: setup lint
 	$(PYTHON) -m pytest -q
 
 proofs: setup
@@ -50,8 +50,10 @@ conformance: setup
 findings:
 	$(PYTHON) -m shmref.findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
 
-lint:
+lint: setup
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy --strict refimpl shmref
 
 clean:
 	rm -rf build .hypothesis .pytest_cache
