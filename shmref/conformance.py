@@ -48,6 +48,7 @@ from shmref import tlc
 from shmref.corpus import spec_digest
 from shmref.driver import Driver, Outcome
 from shmref.impl import load_impl
+from shmref.manifest import model_files
 from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
 from shmref.replay import SPEC_DIR, Replayer, describe
 
@@ -308,7 +309,7 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
                 return trace, str(source.relative_to(REPO))
     if not run_missing:
         return None, "not run (--quick and no cached TLC output; run without --quick)"
-    run = tlc.run_tlc(SPEC_DIR / f"{model}.tla", SPEC_DIR / f"{model}.cfg", workers=1,
+    run = tlc.run_tlc(*model_files(model, SPEC_DIR), workers=1,
                       extra_args=("-deadlock",), timeout=600, log_path=cache)
     if run.trace is None:
         return None, f"TLC found no counterexample: {run.summary()}"
