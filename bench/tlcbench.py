@@ -14,6 +14,7 @@ from typing import Any
 
 from bench.common import BENCH_DIR, SPEC_DIR, median, progress
 from shmref.check import MODELS
+from shmref.manifest import model_files
 from shmref.tlc import TlcError, TlcRun, run_tlc
 
 MIN_NET_SECONDS = 0.1
@@ -52,7 +53,7 @@ def run(quick: bool) -> dict[str, Any]:
     models = []
     for i, name in enumerate(names, 1):
         progress(f"tlc: model {name} ({i}/{len(names)})")
-        run_ = _run(SPEC_DIR / f"{name}.tla", SPEC_DIR / f"{name}.cfg")
+        run_ = _run(*model_files(name, SPEC_DIR))  # the module may be shared
         models.append(_row(name, run_, startup))
     if not quick:
         progress("tlc: trivial counter spec again")

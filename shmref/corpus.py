@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from shmref import tlc
+from shmref.manifest import model_files
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_DIR = REPO / "spec"
@@ -32,7 +33,8 @@ def simulation_corpus(model: str, num: int, depth: int, seed: int,
     done = folder / "DONE"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
-        run = tlc.run_tlc(spec_dir / f"{model}.tla", spec_dir / f"{model}.cfg",
+        tla, cfg = model_files(model, spec_dir)  # the module may be shared
+        run = tlc.run_tlc(tla, cfg,
                           simulate=(num, depth, seed), simulate_dir=folder / "traces")
         if run.outcome != "ok":
             raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")

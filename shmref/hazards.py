@@ -12,6 +12,7 @@ from typing import Any
 from shmref import contract, tlc
 from shmref.corpus import spec_digest
 from shmref.driver import Driver, Outcome
+from shmref.manifest import model_files
 from shmref.replay import SPEC_DIR, Replayer, describe
 from shmref.verdict import (
     ASSUMPTION,
@@ -81,7 +82,7 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
                 return trace, str(source.relative_to(REPO))
     if not run_missing:
         return None, "not run (--quick and no cached TLC output; run without --quick)"
-    run = tlc.run_tlc(SPEC_DIR / f"{model}.tla", SPEC_DIR / f"{model}.cfg", workers=1,
+    run = tlc.run_tlc(*model_files(model, SPEC_DIR), workers=1,
                       extra_args=("-deadlock",), timeout=600, log_path=cache)
     if run.trace is None:
         return None, f"TLC found no counterexample: {run.summary()}"

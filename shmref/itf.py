@@ -295,10 +295,14 @@ def export_model(model: str, out: Path, simulate: tuple[int, int, int] | None = 
                  spec_dir: Path | None = None) -> list[Path]:
     """Run TLC on spec/MODEL and write its counterexample, or `simulate`'s
     traces (num, depth, seed), as ITF files; returns the files written."""
+    from shmref.manifest import ManifestError, model_files
     from shmref.replay import SPEC_DIR, read_constants
 
     folder = spec_dir or SPEC_DIR
-    tla, cfg = folder / f"{model}.tla", folder / f"{model}.cfg"
+    try:  # the manifest names the model's module (shared by several models)
+        tla, cfg = model_files(model, folder)
+    except ManifestError as exc:
+        raise ItfError(f"no model {model}: {exc}") from None
     if not tla.is_file() or not cfg.is_file():
         raise ItfError(f"no model {model}: {tla.name}/{cfg.name} not in {folder}")
     constants = read_constants(cfg)

@@ -209,3 +209,71 @@ def unnamed_files(spec_dir: Path, manifest: Manifest) -> list[str]:
     """The .tla/.cfg files in spec_dir that the manifest does not name."""
     present = {p.name for p in spec_dir.iterdir() if p.suffix in (".tla", ".cfg")}
     return sorted(present - manifest.named_files())
+
+
+def model_files(name: str, spec_dir: Path) -> tuple[Path, Path]:
+    """The module and cfg TLC runs for model `name`, from spec_dir's manifest.
+
+    Several models share one module (MCRing.tla, MCStorage.tla), so a model's
+    module is not `<name>.tla`; its cfg is.  ManifestError when the manifest
+    does not name the model.
+    """
+    manifest = load_manifest(spec_dir / "models.toml")
+    for model in manifest.models:
+        if model.name == name:
+            return spec_dir / model.tla_file, spec_dir / model.cfg_file
+    raise ManifestError(f"{spec_dir / 'models.toml'}: no model {name}")
+
+
+def _strip_comments(text: str) -> str:
+    """TLA+ text without `\\*` line comments and (nested) `(* *)` comments."""
+    out: list[str] = []
+    depth = 0
+    i = 0
+    while i < len(text):
+        pair = text[i : i + 2]
+        if pair == "(*":
+            depth += 1
+            i += 2
+        elif pair == "*)" and depth:
+            depth -= 1
+            i += 2
+        elif depth:
+            i += 1
+        elif pair == "\\*":
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def module_body(text: str) -> str:
+    """A module's text between its MODULE line and its closing `====`, without
+    comments and with whitespace collapsed: what two model modules would share
+    if one duplicated the other."""
+    body = _strip_comments(text)
+    lines = body.splitlines()
+    start = next((i + 1 for i, line in enumerate(lines) if "MODULE" in line), 0)
+    kept = [line for line in lines[start:] if not line.strip().startswith("====")]
+    return " ".join(" ".join(kept).split())
+
+
+def duplicate_bodies(spec_dir: Path) -> list[tuple[str, str]]:
+    """Pairs of MC*.tla modules whose bodies (module_body) are the same."""
+    seen: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
+    for path in sorted(spec_dir.glob("MC*.tla")):
+        body = module_body(path.read_text())
+        if body in seen:
+            pairs.append((seen[body], path.name))
+        else:
+            seen[body] = path.name
+    return pairs
+
+
+def long_modules(spec_dir: Path, limit: int) -> list[tuple[str, int]]:
+    """The .tla modules in spec_dir longer than `limit` lines, with their length."""
+    lengths = ((p.name, len(p.read_text().splitlines())) for p in sorted(spec_dir.glob("*.tla")))
+    return [(name, n) for name, n in lengths if n > limit]

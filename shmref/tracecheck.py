@@ -33,7 +33,20 @@ from shmref.itf_schema import ItfError
 REPO = Path(__file__).resolve().parents[1]
 SPEC_DIR = REPO / "spec"
 TRACE_SPEC = "TraceShmObjectStorage"
-SPEC_FILES = ("RingBuffer.tla", "ShmObjectStorage.tla", "AbstractCache.tla", f"{TRACE_SPEC}.tla")
+# the modules TraceShmObjectStorage.tla EXTENDS / INSTANCEs, directly or not
+SPEC_FILES = (
+    "RingBuffer.tla",
+    "StorageState.tla",
+    "StorageSignatures.tla",
+    "StorageAlloc.tla",
+    "StorageWriter.tla",
+    "StorageClear.tla",
+    "StorageReader.tla",
+    "StorageProperties.tla",
+    "ShmObjectStorage.tla",
+    "AbstractCache.tla",
+    f"{TRACE_SPEC}.tla",
+)
 TLC_INT_MAX = 2**31 - 1
 
 # Switches of the spec the log is checked against (see ShmObjectStorage.tla).

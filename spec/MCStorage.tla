@@ -1,25 +1,38 @@
 ------------------------------ MODULE MCStorage ------------------------------
 (***************************************************************************)
-(* Main must-pass model: the seed's protocol under its assumptions A1      *)
-(* (each issuance read exactly once by each reader), A2 (clear only when   *)
-(* quiescent: no read in flight, no delivery pending), A3 (ids do not wrap *)
-(* while a handle is outstanding). Bounds: ring of N = 5 units; chunks of  *)
-(* 1 or 2 units (MAX_OBJ = 2; size 3 exercises put's ValueError); 3 keys;  *)
-(* 2 readers; ID_MAX = 5; at most 3 issuances (puts + get_cached):         *)
-(* 1,217,303 distinct states, depth 26. Weakens: at most 3 chunks ever     *)
-(* exist, so ids never wrap here (wrap is covered by MCRing, MCRingLarge,  *)
-(* MCIdWrap) and the ring never holds more than 3 chunks; bigger rings,    *)
-(* chunks and reader counts; runs longer than 3 issuances (4 issuances on  *)
-(* N = 4 did not finish in 6 minutes: > 2.2 M distinct states at depth     *)
-(* 16). No forged handles (see MCStorageSmall). Reader symmetry is sound   *)
-(* for invariants.                                                         *)
+(* The one model module of ShmObjectStorage.tla: every storage model is a  *)
+(* cfg on it (spec/models.toml names them).  A cfg gives the bounds and    *)
+(* the switches as constants, chooses the forged handles below, and        *)
+(* overrides the spec's definitions SPLIT_END, ROTATE and MIMIC where the  *)
+(* model needs them; its comments say what the bounds weaken and what the *)
+(* model shows.                                                            *)
 (***************************************************************************)
 EXTENDS ShmObjectStorage
 
-CONSTANTS k1, k2, k3   \* model values
+CONSTANTS k1, k2   \* model values (cfgs may name more keys in Keys)
 
+\* Forged handles (`Forged <- ...`): none; k2 at the first chunk's address
+\* and id; that and k1 at cell 1 with id 1.  The writer never issued them
+\* unless a put happens to, so get must reject them otherwise.
 MCForged == {}
+MCForgedFirst == {<<k2, 0, 0>>}
+MCForgedTwo == {<<k2, 0, 0>>, <<k1, 1, 1>>}
 
-\* Readers are interchangeable (no constant names one).
+\* `SPLIT_END <- MCSplitEnd`: get_end's re-check and increment are two
+\* steps (the writer has no reader lock: the H-EndWindow window).
+MCSplitEnd == TRUE
+
+\* `ROTATE <- MCNoRotate`: refimpl without F4 (clear keeps the secret).
+MCNoRotate == FALSE
+
+\* `MIMIC <- MCMimic`: a put's payload may hold bytes that read as a header.
+MCMimic == TRUE
+
+\* Readers are interchangeable (no constant names one); for invariants
+\* only (symmetry is unsound for liveness).
 ReaderSymmetry == Permutations(Readers)
+
+\* Without A1 re-reads increment a count without bound: a state constraint
+\* stops exploring beyond MaxIssues * R.
+CountBound == \A c \in Cells : count[c] <= MaxIssues * R
 =============================================================================

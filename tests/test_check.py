@@ -38,13 +38,16 @@ def run_check(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def broken_copy(tmp_path: Path, old: str, new: str) -> Path:
-    """spec/ copied to tmp_path with `old` replaced by `new` in the storage spec."""
+    """spec/ copied to tmp_path with `old` replaced by `new` in the one storage
+    module (ShmObjectStorage.tla or one of its parts) that holds it."""
     spec_dir = tmp_path / "spec"
     shutil.copytree(SPEC, spec_dir, ignore=shutil.ignore_patterns("states", "*.out"))
-    storage = spec_dir / "ShmObjectStorage.tla"
-    text = storage.read_text()
-    assert text.count(old) == 1, f"{old!r} not found exactly once"
-    storage.write_text(text.replace(old, new))
+    parts = [spec_dir / "ShmObjectStorage.tla", *sorted(spec_dir.glob("Storage*.tla"))]
+    holders = [p for p in parts if old in p.read_text()]
+    assert len(holders) == 1 and holders[0].read_text().count(old) == 1, (
+        f"{old!r} not found exactly once in the storage modules"
+    )
+    holders[0].write_text(holders[0].read_text().replace(old, new))
     return spec_dir
 
 
@@ -182,7 +185,10 @@ def _only(spec_dir: Path, base: str, clause: str) -> check.Model:
     text = (spec_dir / f"{base}.cfg").read_text()
     head = text[: text.index("INVARIANTS")]
     (spec_dir / "Only.cfg").write_text(head + clause + "\n")
-    return check.Model("Only", check.PASS, None, True, "one property", module=base, cfg="Only.cfg")
+    module = next(m for m in MANIFEST.models if m.name == base).tla_file.removesuffix(".tla")
+    return check.Model(
+        "Only", check.PASS, None, True, "one property", module=module, cfg="Only.cfg"
+    )
 
 
 @pytest.mark.parametrize(
@@ -190,20 +196,34 @@ def _only(spec_dir: Path, base: str, clause: str) -> check.Model:
     [
         # one read per chunk is taken for all: a chunk whose delivery is still
         # pending for the other reader becomes reclaimable
-        ("WFlag(S.wf, id) * R", "WFlag(S.wf, id)", "INVARIANTS\n    OutstandingPinned",
-         "MCStorageSmall"),
+        (
+            "WFlag(S.wf, id) * R",
+            "WFlag(S.wf, id)",
+            "INVARIANTS\n    OutstandingPinned",
+            "MCStorageSmall",
+        ),
         # a read counts twice
-        ("THEN /\\ count' = [count EXCEPT ![p] = @ + 1]",
-         "THEN /\\ count' = [count EXCEPT ![p] = @ + 2]", "INVARIANTS\n    CountsExact",
-         "MCStorageSmall"),
+        (
+            "THEN /\\ count' = [count EXCEPT ![p] = @ + 1]",
+            "THEN /\\ count' = [count EXCEPT ![p] = @ + 2]",
+            "INVARIANTS\n    CountsExact",
+            "MCStorageSmall",
+        ),
         # free_buf's returned ids lose the first one
-        ("ret |-> FreedIds(ids, s.ids)]",
-         "ret |-> LET f == FreedIds(ids, s.ids) IN IF f = <<>> THEN f ELSE Tail(f)]",
-         "PROPERTIES\n    FreeReturnsWhatItRemoves", "MCStorageSmall"),
+        (
+            "ret |-> FreedIds(ids, s.ids)]",
+            "ret |-> LET f == FreedIds(ids, s.ids) IN IF f = <<>> THEN f ELSE Tail(f)]",
+            "PROPERTIES\n    FreeReturnsWhatItRemoves",
+            "MCStorageSmall",
+        ),
         # no id check (nor F2's re-check): a read of a reused chunk returns
         # another key's value, which the abstract cache never returns
-        ("IdMatches(p, h) == hdr_id[p] = h[3]", "IdMatches(p, h) == TRUE",
-         "PROPERTIES\n    AbstractSpec", "MCStorageFixedSmall"),
+        (
+            "IdMatches(p, h) == hdr_id[p] = h[3]",
+            "IdMatches(p, h) == TRUE",
+            "PROPERTIES\n    AbstractSpec",
+            "MCStorageFixedSmall",
+        ),
     ],
 )
 def test_new_properties_catch_their_broken_variant(
@@ -212,8 +232,10 @@ def test_new_properties_catch_their_broken_variant(
     good = broken_copy(tmp_path / "good", "IdleRead ==", "IdleRead ==")
     result = check.check_model(_only(good, base, clause), good, tmp_path, 1, 300)
     assert result.verdict == "PASS", result.detail
-    spec_dir = broken_copy(tmp_path, old, new) if "FreedIds" not in old else _ring_broken(
-        tmp_path, old, new
+    spec_dir = (
+        broken_copy(tmp_path, old, new)
+        if "FreedIds" not in old
+        else _ring_broken(tmp_path, old, new)
     )
     model = _only(spec_dir, base, clause)
     result = check.check_model(model, spec_dir, tmp_path, 1, 300)
