@@ -126,7 +126,7 @@ def test_hazard_replay_command_reports_the_assumption(is_refimpl):
         pytest.skip("about refimpl")
     proc = conformance("--impl", "refimpl", "--hazard", "MCLostReader")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ASSUMPTION" in proc.stdout and "get_end" in proc.stdout
+    assert "ASSUMPTION" in proc.stdout and "drop_delivery" in proc.stdout
 
 
 # -- the seed and its faithful port ------------------------------------------------------
@@ -292,6 +292,7 @@ def test_driver_values_fit_units_for_a_serde_with_another_overhead():
 def test_the_leak_guard_blames_the_test_that_created_the_segment(tmp_path):
     conftest = (REPO / "tests" / "conftest.py").read_text()
     (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "shmleaks.py").write_text((REPO / "tests" / "shmleaks.py").read_text())
     (tmp_path / "test_leaky.py").write_text(
         "import refimpl\n"
         "def test_creates_and_leaks():\n"

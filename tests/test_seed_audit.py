@@ -20,11 +20,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import shmleaks
 from hypothesis import find, given
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from shmref import findings, shmtrack
+from shmref import findings
 
 ODD_NUMBERS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=32),
@@ -137,7 +138,7 @@ def audit_writer_only_on_reader(mod: ModuleType, name: str) -> str | None:
 
 
 def audit_buffer_size(mod: ModuleType, size: Any) -> str | None:
-    before = shmtrack.created()
+    before = shmleaks.created()
     ring = None
     try:
         ring = mod.SingleWriterShmRingBuffer(size, create=True)
@@ -152,7 +153,7 @@ def audit_buffer_size(mod: ModuleType, size: Any) -> str | None:
         if ring is not None:
             with suppress(Exception):
                 ring.close()
-        left = [n.lstrip("/") for n in shmtrack.created() - before]
+        left = [n.lstrip("/") for n in shmleaks.created() - before]
         leaked = [n for n in left if os.path.exists(f"/dev/shm/{n}")]
         for name in leaked:
             os.unlink(f"/dev/shm/{name}")
