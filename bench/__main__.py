@@ -48,17 +48,32 @@ def _finite(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true",
-                        help="small sizes and iterations: checks the benchmark runs (CI)")
-    parser.add_argument("--out", type=Path, default=BENCH_DIR / "results.json",
-                        help="results file, or a folder to write results.json into")
-    parser.add_argument("--update-readme", action="store_true",
-                        help="replace README.md's section between the bench markers")
-    parser.add_argument("--only", action="append", choices=SECTIONS,
-                        help="run only this section (repeatable)")
-    parser.add_argument("--report-only", type=Path, metavar="RESULTS_JSON",
-                        help="measure nothing: print (and with --update-readme, put in "
-                        "README.md) the tables of an earlier run's results")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes and iterations: checks the benchmark runs (CI)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=BENCH_DIR / "results.json",
+        help="results file, or a folder to write results.json into",
+    )
+    parser.add_argument(
+        "--update-readme",
+        action="store_true",
+        help="replace README.md's section between the bench markers",
+    )
+    parser.add_argument(
+        "--only", action="append", choices=SECTIONS, help="run only this section (repeatable)"
+    )
+    parser.add_argument(
+        "--report-only",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="measure nothing: print (and with --update-readme, put in "
+        "README.md) the tables of an earlier run's results",
+    )
     args = parser.parse_args(argv)
     if args.report_only is not None:
         text = report.markdown(json.loads(args.report_only.read_text(encoding="utf-8")))
@@ -70,9 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / "results.json" if args.out.is_dir() else args.out
 
     started = time.monotonic()
-    results: dict[str, Any] = {"meta": {
-        "quick": args.quick, "python": platform.python_version(), "cpus": os.cpu_count(),
-        "date": datetime.date.today().isoformat(), "sections": sorted(sections)}}
+    results: dict[str, Any] = {
+        "meta": {
+            "quick": args.quick,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "date": datetime.date.today().isoformat(),
+            "sections": sorted(sections),
+        }
+    }
     notes = list(NOTES)
     try:
         with cleanup_guard():
@@ -80,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed = None
                 try:
                     from shmref.seedbuild import SeedError, build_seed_module
+
                     seed = build_seed_module()
                 except SeedError as exc:
                     notes.append(f"seed not measured: {exc}")
@@ -93,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             if {"replay", "mutants"} & sections:
                 config_r = replaybench.QUICK if args.quick else replaybench.FULL
                 if args.quick:
-                    notes.append("--quick: edge coverage uses a smaller allocator model "
-                                 "(bench/MCRingQuick.cfg) and stops after "
-                                 f"{config_r.edge_seconds:g} s of replay.")
+                    notes.append(
+                        "--quick: edge coverage uses a smaller allocator model "
+                        "(bench/MCRingQuick.cfg) and stops after "
+                        f"{config_r.edge_seconds:g} s of replay."
+                    )
                 found = replaybench.run(config_r, sections)
                 if found:
                     results["replay"] = found
@@ -110,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
 
     results["meta"]["seconds"] = time.monotonic() - started
     results["notes"] = notes
-    results["leaks"] = {"segments": leaked, "processes": children,
-                        "segments_created": len(shmtrack.created())}
+    results["leaks"] = {
+        "segments": leaked,
+        "processes": children,
+        "segments_created": len(shmtrack.created()),
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_finite(results), indent=1) + "\n", encoding="utf-8")
     text = report.markdown(results)

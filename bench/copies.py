@@ -51,7 +51,8 @@ def store_copies(impl: ModuleType, value: Any) -> int:
     try:
         writer = impl.SingleWriterShmObjectStorage(SIZE + 64, 1, ring)
         reader = impl.SingleWriterShmObjectStorage.create_from_handle(
-            dataclasses.replace(writer.handle(), reader_lock=lock))
+            dataclasses.replace(writer.handle(), reader_lock=lock)
+        )
         try:
             put_peak, (address, monotonic_id) = _peak(lambda: writer.put("k", value))
             signature = writer.get_signature("k")

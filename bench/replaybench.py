@@ -45,10 +45,10 @@ class ReplayConfig:
     mutant_reps: int
 
 
-FULL = ReplayConfig((150, 40, 20261202), (100, 40, 20261202), None, 3, 100, 50,
-                    SPEC_DIR / "MCRing.cfg", None, 3)
-QUICK = ReplayConfig((60, 30, 7), (60, 30, 7), 20, 1, 5, 20,
-                     BENCH_DIR / "MCRingQuick.cfg", 2.0, 1)
+FULL = ReplayConfig(
+    (150, 40, 20261202), (100, 40, 20261202), None, 3, 100, 50, SPEC_DIR / "MCRing.cfg", None, 3
+)
+QUICK = ReplayConfig((60, 30, 7), (60, 30, 7), 20, 1, 5, 20, BENCH_DIR / "MCRingQuick.cfg", 2.0, 1)
 
 
 def corpora(config: ReplayConfig) -> dict[str, list[tlc.Trace]]:
@@ -62,8 +62,7 @@ def corpora(config: ReplayConfig) -> dict[str, list[tlc.Trace]]:
     return out
 
 
-def _replay_until_failure(impl: ModuleType, model: str, traces: list[tlc.Trace]
-                          ) -> dict[str, Any]:
+def _replay_until_failure(impl: ModuleType, model: str, traces: list[tlc.Trace]) -> dict[str, Any]:
     replayer = Replayer(impl, SPEC_DIR / f"{model}.cfg")
     steps = 0
     start = time.perf_counter()
@@ -71,10 +70,18 @@ def _replay_until_failure(impl: ModuleType, model: str, traces: list[tlc.Trace]
         report = replayer.replay(trace, f"{model} #{i}")
         steps += len(report.steps)
         if not report.ok:
-            return {"caught": True, "seconds": time.perf_counter() - start,
-                    "traces": i + 1, "steps": steps}
-    return {"caught": False, "seconds": time.perf_counter() - start,
-            "traces": len(traces), "steps": steps}
+            return {
+                "caught": True,
+                "seconds": time.perf_counter() - start,
+                "traces": i + 1,
+                "steps": steps,
+            }
+    return {
+        "caught": False,
+        "seconds": time.perf_counter() - start,
+        "traces": len(traces),
+        "steps": steps,
+    }
 
 
 def replay_corpus(traces: list[tlc.Trace], reps: int) -> dict[str, Any]:
@@ -85,12 +92,19 @@ def replay_corpus(traces: list[tlc.Trace], reps: int) -> dict[str, Any]:
         if result["caught"]:
             raise RuntimeError(f"refimpl diverged from MCStorage trace {result['traces']}")
         samples.append(result)
-        progress(f"replay: MCStorage corpus, repetition {rep + 1}/{reps}: "
-                 f"{result['steps']} steps in {result['seconds']:.1f} s")
+        progress(
+            f"replay: MCStorage corpus, repetition {rep + 1}/{reps}: "
+            f"{result['steps']} steps in {result['seconds']:.1f} s"
+        )
     seconds = median([s["seconds"] for s in samples])
-    return {"model": "MCStorage", "traces": len(traces), "steps": samples[0]["steps"],
-            "seconds": seconds, "traces_per_s": len(traces) / seconds,
-            "steps_per_s": samples[0]["steps"] / seconds}
+    return {
+        "model": "MCStorage",
+        "traces": len(traces),
+        "steps": samples[0]["steps"],
+        "seconds": seconds,
+        "traces_per_s": len(traces) / seconds,
+        "steps_per_s": samples[0]["steps"] / seconds,
+    }
 
 
 # -- the Hypothesis state machine --------------------------------------------------
@@ -99,7 +113,8 @@ def replay_corpus(traces: list[tlc.Trace], reps: int) -> dict[str, Any]:
 def _stateful_module() -> ModuleType:
     """tests/test_stateful.py, imported by path (tests/ is not a package)."""
     spec = importlib.util.spec_from_file_location(
-        "shmref_bench_stateful", REPO / "tests" / "test_stateful.py")
+        "shmref_bench_stateful", REPO / "tests" / "test_stateful.py"
+    )
     if spec is None or spec.loader is None:
         raise RuntimeError("cannot load tests/test_stateful.py")
     module = importlib.util.module_from_spec(spec)
@@ -111,8 +126,9 @@ class StepCount:
     steps = 0
 
 
-def _machine(stateful: ModuleType, impl: ModuleType, examples: int, steps: int,
-             counter: type[StepCount]) -> Any:
+def _machine(
+    stateful: ModuleType, impl: ModuleType, examples: int, steps: int, counter: type[StepCount]
+) -> Any:
     base = stateful.machine_for(impl)
 
     class Counted(base):  # type: ignore[misc, valid-type]
@@ -121,9 +137,14 @@ def _machine(stateful: ModuleType, impl: ModuleType, examples: int, steps: int,
             return super().step(name, *args)
 
     Counted.TestCase.settings = settings(
-        max_examples=examples, stateful_step_count=steps, derandomize=True, database=None,
-        deadline=None, phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        max_examples=examples,
+        stateful_step_count=steps,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     return Counted
 
 
@@ -132,18 +153,23 @@ def state_machine(stateful: ModuleType, config: ReplayConfig) -> dict[str, Any]:
     samples = []
     for rep in range(config.reps):
         counter = type("Counter", (StepCount,), {"steps": 0})
-        machine = _machine(stateful, impl, config.machine_examples, config.machine_steps,
-                           counter)
+        machine = _machine(stateful, impl, config.machine_examples, config.machine_steps, counter)
         start = time.perf_counter()
         machine.TestCase().runTest()
         samples.append((time.perf_counter() - start, counter.steps))
-        progress(f"replay: state machine, repetition {rep + 1}/{config.reps}: "
-                 f"{counter.steps} steps in {samples[-1][0]:.1f} s")
+        progress(
+            f"replay: state machine, repetition {rep + 1}/{config.reps}: "
+            f"{counter.steps} steps in {samples[-1][0]:.1f} s"
+        )
     seconds = median([s[0] for s in samples])
     steps = median([s[1] for s in samples])
-    return {"examples": config.machine_examples, "steps": int(steps), "seconds": seconds,
-            "steps_per_s": steps / seconds,
-            "examples_per_s": config.machine_examples / seconds}
+    return {
+        "examples": config.machine_examples,
+        "steps": int(steps),
+        "seconds": seconds,
+        "steps_per_s": steps / seconds,
+        "examples_per_s": config.machine_examples / seconds,
+    }
 
 
 # -- edge coverage of the allocator model -------------------------------------------
@@ -184,18 +210,29 @@ def edge_coverage(config: ReplayConfig) -> dict[str, Any]:
     replay_s = time.perf_counter() - started
     coverage = tlc.edge_coverage(graph, replayed)
     edges = round(coverage * len(graph.edges))
-    return {"cfg": config.ring_cfg.name, "states": len(graph.states),
-            "edges": len(graph.edges), "paths": len(paths), "paths_replayed": len(replayed),
-            "steps": steps, "coverage": coverage, "tlc_dump_s": run.seconds,
-            "parse_s": parse_s, "covering_paths_s": paths_s, "replay_s": replay_s,
-            "edges_per_s": edges / replay_s, "steps_per_s": steps / replay_s}
+    return {
+        "cfg": config.ring_cfg.name,
+        "states": len(graph.states),
+        "edges": len(graph.edges),
+        "paths": len(paths),
+        "paths_replayed": len(replayed),
+        "steps": steps,
+        "coverage": coverage,
+        "tlc_dump_s": run.seconds,
+        "parse_s": parse_s,
+        "covering_paths_s": paths_s,
+        "replay_s": replay_s,
+        "edges_per_s": edges / replay_s,
+        "steps_per_s": steps / replay_s,
+    }
 
 
 # -- time to first failure of each injected bug ---------------------------------------
 
 
-def mutants(stateful: ModuleType, traces: dict[str, list[tlc.Trace]], config: ReplayConfig
-            ) -> list[dict[str, Any]]:
+def mutants(
+    stateful: ModuleType, traces: dict[str, list[tlc.Trace]], config: ReplayConfig
+) -> list[dict[str, Any]]:
     rows = []
     for name, (filename, _old, _new, meaning) in MUTATIONS.items():
         mutant = build_mutant(name)
@@ -204,11 +241,11 @@ def mutants(stateful: ModuleType, traces: dict[str, list[tlc.Trace]], config: Re
         for _ in range(config.mutant_reps):
             replays.append(_replay_until_failure(mutant, model, traces[model]))
             machines.append(_machine_until_failure(stateful, mutant))
-        replay = dict(replays[0], model=model,
-                      seconds=median([r["seconds"] for r in replays]))
+        replay = dict(replays[0], model=model, seconds=median([r["seconds"] for r in replays]))
         machine = dict(machines[0], seconds=median([m["seconds"] for m in machines]))
-        rows.append({"mutant": name, "meaning": meaning, "replay": replay,
-                     "state_machine": machine})
+        rows.append(
+            {"mutant": name, "meaning": meaning, "replay": replay, "state_machine": machine}
+        )
         progress(f"mutants: {name}: replay {_show(replay)}, state machine {_show(machine)}")
     return rows
 

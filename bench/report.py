@@ -26,13 +26,17 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def store_tables(store: dict[str, Any]) -> list[str]:
     rows = store["throughput"]
     by = {(r["readers"], r["size"], r["contender"]): r for r in rows}
-    out = ["### put+get: refimpl vs the seed vs a plain copy into shared memory", "",
-           "One put (with its signed handle) and one get by every reader per object; "
-           "readers are separate processes. Median of interleaved repetitions; "
-           "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
-           "noise). CPU µs = CPU time of one put plus its gets in every reader (median), "
-           "which time-slicing on a busy machine does not inflate; its ratio is a rate "
-           "ratio too (seed's CPU per object over refimpl's).", ""]
+    out = [
+        "### put+get: refimpl vs the seed vs a plain copy into shared memory",
+        "",
+        "One put (with its signed handle) and one get by every reader per object; "
+        "readers are separate processes. Median of interleaved repetitions; "
+        "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
+        "noise). CPU µs = CPU time of one put plus its gets in every reader (median), "
+        "which time-slicing on a busy machine does not inflate; its ratio is a rate "
+        "ratio too (seed's CPU per object over refimpl's).",
+        "",
+    ]
     copy_rows = store.get("copies", [])
     value_copies = next((c for c in copy_rows if c["kind"] == "bytes"), {})
     body = []
@@ -40,55 +44,109 @@ def store_tables(store: dict[str, Any]) -> list[str]:
         ref, seed, plain = (by.get((n_readers, size, c)) for c in ("refimpl", "seed", "plain"))
         if ref is None:
             continue
-        body.append([
-            str(n_readers), size,
-            _num(ref["ops_per_s"]), _num(seed["ops_per_s"]) if seed else "-",
-            f"**{ref['vs_seed']:.2f}**" if seed else "-",
-            f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
-            f"{ref['cpu_us']:.1f} / {seed['cpu_us']:.1f}" if seed else f"{ref['cpu_us']:.1f}",
-            f"**{ref['cpu_vs_seed']:.2f}**" if seed else "-",
-            f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
-            f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
-            _num(ref["mb_per_s"]), _num(plain["mb_per_s"]) if plain else "-",
-            f"{ref['vs_plain']:.3f}" if plain else "-",
-            "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
-        ])
-    out += _table(["readers", "value", "refimpl put+get/s", "seed put+get/s",
-                   "refimpl / seed", "spread refimpl / seed", "CPU µs refimpl / seed",
-                   "seed CPU / refimpl CPU", "refimpl put / get µs", "seed put / get µs",
-                   "refimpl MB/s", "plain copy MB/s", "refimpl / plain",
-                   "copies refimpl/seed/plain"], body)
+        body.append(
+            [
+                str(n_readers),
+                size,
+                _num(ref["ops_per_s"]),
+                _num(seed["ops_per_s"]) if seed else "-",
+                f"**{ref['vs_seed']:.2f}**" if seed else "-",
+                f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
+                f"{ref['cpu_us']:.1f} / {seed['cpu_us']:.1f}" if seed else f"{ref['cpu_us']:.1f}",
+                f"**{ref['cpu_vs_seed']:.2f}**" if seed else "-",
+                f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
+                f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
+                _num(ref["mb_per_s"]),
+                _num(plain["mb_per_s"]) if plain else "-",
+                f"{ref['vs_plain']:.3f}" if plain else "-",
+                "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
+            ]
+        )
+    out += _table(
+        [
+            "readers",
+            "value",
+            "refimpl put+get/s",
+            "seed put+get/s",
+            "refimpl / seed",
+            "spread refimpl / seed",
+            "CPU µs refimpl / seed",
+            "seed CPU / refimpl CPU",
+            "refimpl put / get µs",
+            "seed put / get µs",
+            "refimpl MB/s",
+            "plain copy MB/s",
+            "refimpl / plain",
+            "copies refimpl/seed/plain",
+        ],
+        body,
+    )
     if copy_rows:
-        out += ["", "### Copies of a value from put to a reader's object", "",
-                "Counted by `bench/copies.py` (tracemalloc, one 1 MiB put and get): value-sized "
-                "peak allocations in put and get, plus the one write into the segment. "
-                "The physical limit is 2: one copy in, one out.", ""]
-        out += _table(["value", "refimpl", "seed", "plain copy"],
-                      [[c["kind"], *(str(c.get(k, "-")) for k in ("refimpl", "seed", "plain"))]
-                       for c in copy_rows])
+        out += [
+            "",
+            "### Copies of a value from put to a reader's object",
+            "",
+            "Counted by `bench/copies.py` (tracemalloc, one 1 MiB put and get): value-sized "
+            "peak allocations in put and get, plus the one write into the segment. "
+            "The physical limit is 2: one copy in, one out.",
+            "",
+        ]
+        out += _table(
+            ["value", "refimpl", "seed", "plain copy"],
+            [
+                [c["kind"], *(str(c.get(k, "-")) for k in ("refimpl", "seed", "plain"))]
+                for c in copy_rows
+            ],
+        )
     profile = store.get("profile", [])
     if profile:
         out += ["", "### Where the time goes (cProfile self time, share of put+get)", ""]
-        out += _table(["value", "impl", *CATEGORIES],
-                      [[p["size"], p["contender"],
-                        *(f"{100 * p['shares'][c]:.0f}%" for c in CATEGORIES)]
-                       for p in profile])
+        out += _table(
+            ["value", "impl", *CATEGORIES],
+            [
+                [p["size"], p["contender"], *(f"{100 * p['shares'][c]:.0f}%" for c in CATEGORIES)]
+                for p in profile
+            ],
+        )
     return out
 
 
 def tlc_tables(tlc: dict[str, Any]) -> list[str]:
     trivial = tlc["trivial"]
-    out = ["### TLC per model", "",
-           f"Baseline: {trivial['model']}, {trivial['distinct_states']:,} distinct states in "
-           f"{trivial['wall_s']:.1f} s, {_num(trivial['net_states_per_min'])} states/min "
-           f"net of TLC's {tlc['startup_s']:.1f} s start-up (a one-state spec's wall time). "
-           "`vs trivial` = the model's net states/min over the baseline's.", ""]
-    out += _table(["model", "outcome", "distinct states", "depth", "wall s", "states/min",
-                   "net states/min", "vs trivial"],
-                  [[m["model"], m["outcome"], f"{m['distinct_states']:,}", str(m["depth"]),
-                    f"{m['wall_s']:.1f}", _num(m["states_per_min"]),
-                    _num(m["net_states_per_min"]), f"{m['vs_trivial']:.3f}"]
-                   for m in tlc["models"]])
+    out = [
+        "### TLC per model",
+        "",
+        f"Baseline: {trivial['model']}, {trivial['distinct_states']:,} distinct states in "
+        f"{trivial['wall_s']:.1f} s, {_num(trivial['net_states_per_min'])} states/min "
+        f"net of TLC's {tlc['startup_s']:.1f} s start-up (a one-state spec's wall time). "
+        "`vs trivial` = the model's net states/min over the baseline's.",
+        "",
+    ]
+    out += _table(
+        [
+            "model",
+            "outcome",
+            "distinct states",
+            "depth",
+            "wall s",
+            "states/min",
+            "net states/min",
+            "vs trivial",
+        ],
+        [
+            [
+                m["model"],
+                m["outcome"],
+                f"{m['distinct_states']:,}",
+                str(m["depth"]),
+                f"{m['wall_s']:.1f}",
+                _num(m["states_per_min"]),
+                _num(m["net_states_per_min"]),
+                f"{m['vs_trivial']:.3f}",
+            ]
+            for m in tlc["models"]
+        ],
+    )
     return out
 
 
@@ -97,23 +155,37 @@ def replay_tables(replay: dict[str, Any]) -> list[str]:
     rows = []
     if "corpus" in replay:
         c = replay["corpus"]
-        rows.append([f"replay, {c['model']} simulation corpus",
-                     f"{c['traces']} traces, {c['steps']:,} steps", f"{c['seconds']:.2f}",
-                     f"{_num(c['traces_per_s'])} traces/s, {_num(c['steps_per_s'])} steps/s"])
+        rows.append(
+            [
+                f"replay, {c['model']} simulation corpus",
+                f"{c['traces']} traces, {c['steps']:,} steps",
+                f"{c['seconds']:.2f}",
+                f"{_num(c['traces_per_s'])} traces/s, {_num(c['steps_per_s'])} steps/s",
+            ]
+        )
     if "state_machine" in replay:
         m = replay["state_machine"]
-        rows.append(["Hypothesis state machine", f"{m['examples']} examples, "
-                     f"{m['steps']:,} steps", f"{m['seconds']:.2f}",
-                     f"{_num(m['steps_per_s'])} steps/s"])
+        rows.append(
+            [
+                "Hypothesis state machine",
+                f"{m['examples']} examples, {m['steps']:,} steps",
+                f"{m['seconds']:.2f}",
+                f"{_num(m['steps_per_s'])} steps/s",
+            ]
+        )
     if "edge_coverage" in replay:
         e = replay["edge_coverage"]
-        rows.append([f"edge coverage, MCRing ({e['cfg']})",
-                     f"{e['edges']:,} edges, {e['paths_replayed']:,}/{e['paths']:,} paths, "
-                     f"{e['steps']:,} steps, coverage {100 * e['coverage']:.1f}%",
-                     f"{e['replay_s']:.2f}",
-                     f"{_num(e['edges_per_s'])} edges/s, {_num(e['steps_per_s'])} steps/s "
-                     f"(+ TLC dump {e['tlc_dump_s']:.1f} s, covering_paths "
-                     f"{e['covering_paths_s']:.1f} s)"])
+        rows.append(
+            [
+                f"edge coverage, MCRing ({e['cfg']})",
+                f"{e['edges']:,} edges, {e['paths_replayed']:,}/{e['paths']:,} paths, "
+                f"{e['steps']:,} steps, coverage {100 * e['coverage']:.1f}%",
+                f"{e['replay_s']:.2f}",
+                f"{_num(e['edges_per_s'])} edges/s, {_num(e['steps_per_s'])} steps/s "
+                f"(+ TLC dump {e['tlc_dump_s']:.1f} s, covering_paths "
+                f"{e['covering_paths_s']:.1f} s)",
+            ]
+        )
     out += _table(["what", "size", "seconds", "rate"], rows)
     mutants = replay.get("mutants")
     if mutants:
@@ -124,18 +196,28 @@ def replay_tables(replay: dict[str, Any]) -> list[str]:
                 return f"not caught ({r['seconds']:.2f} s)"
             return f"{r['seconds']:.2f} s ({r[unit]:,} {unit})"
 
-        out += _table(["mutant", "replay", "state machine"],
-                      [[f"`{m['mutant']}` ({m['replay']['model']})",
-                        cell(m["replay"], "steps"), cell(m["state_machine"], "steps")]
-                       for m in mutants])
+        out += _table(
+            ["mutant", "replay", "state machine"],
+            [
+                [
+                    f"`{m['mutant']}` ({m['replay']['model']})",
+                    cell(m["replay"], "steps"),
+                    cell(m["state_machine"], "steps"),
+                ]
+                for m in mutants
+            ],
+        )
     return out
 
 
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
-    lines = [f"Measured by `python -m bench{' --quick' if meta['quick'] else ''}` "
-             f"on {meta['cpus']} cores, Python {meta['python']}, {meta['date']} "
-             f"({meta['seconds']:.0f} s in all).", ""]
+    lines = [
+        f"Measured by `python -m bench{' --quick' if meta['quick'] else ''}` "
+        f"on {meta['cpus']} cores, Python {meta['python']}, {meta['date']} "
+        f"({meta['seconds']:.0f} s in all).",
+        "",
+    ]
     if "store" in results:
         lines += store_tables(results["store"]) + [""]
     if "tlc" in results:

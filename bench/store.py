@@ -44,6 +44,7 @@ CONTENDERS = ("refimpl", "seed", "plain")
 SIZES = {"64 B": 64, "4 KiB": 4096, "1 MiB": 1 << 20}
 CHUNK_SLACK = 64  # header, count and msgpack framing, with room to spare
 
+
 @dataclass(frozen=True)
 class StoreConfig:
     sizes: dict[str, int]
@@ -58,12 +59,30 @@ class StoreConfig:
     def batch(self, size: int) -> int:
         return max(self.batch_min, min(self.batch_max, self.batch_bytes // size))
 
-FULL = StoreConfig(SIZES, (1, 3), reps=15, rounds=3, batch_bytes=8 << 20, batch_min=8,
-                   batch_max=1000, profile_ops=2000)
-QUICK = StoreConfig({"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10}, (1, 2), reps=2, rounds=1,
-                    batch_bytes=256 << 10, batch_min=4, batch_max=100, profile_ops=100)
+
+FULL = StoreConfig(
+    SIZES,
+    (1, 3),
+    reps=15,
+    rounds=3,
+    batch_bytes=8 << 20,
+    batch_min=8,
+    batch_max=1000,
+    profile_ops=2000,
+)
+QUICK = StoreConfig(
+    {"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10},
+    (1, 2),
+    reps=2,
+    rounds=1,
+    batch_bytes=256 << 10,
+    batch_min=4,
+    batch_max=100,
+    profile_ops=100,
+)
 
 # -- reader processes ------------------------------------------------------------
+
 
 def reader_main(conn: Connection, lock: Any) -> None:
     """Serve commands on `conn`: attach a contender, read a batch, detach.
@@ -102,6 +121,7 @@ def reader_main(conn: Connection, lock: Any) -> None:
             with suppress(Exception):
                 _close(reader)
 
+
 def _attach(impl_name: str, handle: Any, lock: Any) -> Any:
     if impl_name == "plain":
         from refimpl.ring import attach_untracked
@@ -112,8 +132,10 @@ def _attach(impl_name: str, handle: Any, lock: Any) -> Any:
         dataclasses.replace(handle, reader_lock=lock)
     )
 
+
 def _close(reader: Any) -> None:
     reader.close()
+
 
 def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int, float]:
     """Read every handle; returns (seconds, total bytes read, CPU seconds)."""
@@ -128,6 +150,7 @@ def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int, float]:
         for address, monotonic_id, signature, key in handles:
             total += len(get(address, monotonic_id, signature, key))
     return time.perf_counter() - start, total, time.process_time() - cpu
+
 
 class Readers:
     """R reader processes, stopped (and killed if need be) on close."""
@@ -174,17 +197,19 @@ class Readers:
         for conn in self.conns:
             conn.close()
 
+
 # -- writers ---------------------------------------------------------------------
+
 
 class StoreWriter:
     """A writer storage of `impl` holding `batch` objects of `size` bytes."""
 
-    def __init__(self, impl: ModuleType, size: int, batch: int, n_readers: int,
-                 lock: Any) -> None:
+    def __init__(self, impl: ModuleType, size: int, batch: int, n_readers: int, lock: Any) -> None:
         chunk = size + CHUNK_SLACK
         self.ring = impl.SingleWriterShmRingBuffer((batch + 2) * chunk, create=True)
-        self.writer = impl.SingleWriterShmObjectStorage(chunk, n_readers, self.ring,
-                                                        reader_lock=lock)
+        self.writer = impl.SingleWriterShmObjectStorage(
+            chunk, n_readers, self.ring, reader_lock=lock
+        )
         self.counter = 0
 
     def reader_handle(self) -> Any:
@@ -202,6 +227,7 @@ class StoreWriter:
 
     def close(self) -> None:
         self.ring.close()
+
 
 class PlainWriter:
     """The physical limit: the value's bytes copied into a segment, no more."""
@@ -226,8 +252,10 @@ class PlainWriter:
             self.memory.unlink()
         self.memory.close()
 
-def _round(writer: Any, readers: Readers, tag: str, value: bytes, batch: int
-           ) -> tuple[float, float, float, float]:
+
+def _round(
+    writer: Any, readers: Readers, tag: str, value: bytes, batch: int
+) -> tuple[float, float, float, float]:
     """One round: (round seconds, writer seconds, slowest reader's seconds, CPU
     seconds of the writer's puts plus every reader's gets)."""
     start, cpu = time.perf_counter(), time.process_time()
@@ -238,13 +266,21 @@ def _round(writer: Any, readers: Readers, tag: str, value: bytes, batch: int
     for _seconds, total, _cpu in answers:
         if total != batch * len(value):
             raise RuntimeError(f"{tag}: a reader read {total} bytes, expected {batch * len(value)}")
-    return (round_s, put_s, max(answer[0] for answer in answers),
-            put_cpu + sum(answer[2] for answer in answers))
+    return (
+        round_s,
+        put_s,
+        max(answer[0] for answer in answers),
+        put_cpu + sum(answer[2] for answer in answers),
+    )
+
 
 def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str, Any]]:
     """Every (readers, size, contender): median put+get/s, MB/s and ratios."""
-    impls: dict[str, ModuleType | None] = {"refimpl": load("refimpl"), "seed": seed_impl,
-                                           "plain": None}
+    impls: dict[str, ModuleType | None] = {
+        "refimpl": load("refimpl"),
+        "seed": seed_impl,
+        "plain": None,
+    }
     contenders = [c for c in CONTENDERS if c == "plain" or impls[c] is not None]
     rows: list[dict[str, Any]] = []
     for n_readers in config.readers:
@@ -259,50 +295,70 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
                 with ExitStack() as per_size:
                     for name in contenders:
                         impl = impls[name]
-                        writer = (PlainWriter(size, batch) if impl is None
-                                  else StoreWriter(impl, size, batch, n_readers, readers.lock))
+                        writer = (
+                            PlainWriter(size, batch)
+                            if impl is None
+                            else StoreWriter(impl, size, batch, n_readers, readers.lock)
+                        )
                         per_size.callback(writer.close)
                         writers[name] = writer
-                        readers.broadcast("attach", name, "plain" if impl is None else name,
-                                          writer.reader_handle())
+                        readers.broadcast(
+                            "attach",
+                            name,
+                            "plain" if impl is None else name,
+                            writer.reader_handle(),
+                        )
                         per_size.callback(_detach, readers, name)
                     samples: dict[str, list[list[float]]] = {name: [] for name in contenders}
                     for name in contenders:  # warm-up, not measured
                         _round(writers[name], readers, name, value, batch)
                     for rep in range(config.reps):
-                        order = contenders[rep % len(contenders):] + contenders[
-                            : rep % len(contenders)]
+                        order = (
+                            contenders[rep % len(contenders) :]
+                            + contenders[: rep % len(contenders)]
+                        )
                         for name in order:
                             total = [0.0, 0.0, 0.0, 0.0]
                             for _ in range(config.rounds):
                                 for i, part in enumerate(
-                                        _round(writers[name], readers, name, value, batch)):
+                                    _round(writers[name], readers, name, value, batch)
+                                ):
                                     total[i] += part
                             samples[name].append(total)
-                        progress(f"store: {n_readers} reader(s), {label}, "
-                                 f"repetition {rep + 1}/{config.reps}")
+                        progress(
+                            f"store: {n_readers} reader(s), {label}, "
+                            f"repetition {rep + 1}/{config.reps}"
+                        )
                     ops = batch * config.rounds
                     for name in contenders:
                         rounds = [s[0] for s in samples[name]]
-                        rows.append({
-                            "readers": n_readers, "size": label, "bytes": size,
-                            "contender": name, "batch": batch, "samples": len(rounds),
-                            "ops_per_s": ops / median(rounds),
-                            "mb_per_s": ops * size / median(rounds) / 1e6,
-                            "put_us": median([s[1] for s in samples[name]]) / ops * 1e6,
-                            "get_us": median([s[2] for s in samples[name]]) / ops * 1e6,
-                            # CPU time of one put and its n_readers gets: what a
-                            # busy machine's time-slicing does not inflate
-                            "cpu_us": median([s[3] for s in samples[name]]) / ops * 1e6,
-                            # spread: fastest over slowest sample
-                            "spread": min(rounds) / max(rounds),
-                        })
+                        rows.append(
+                            {
+                                "readers": n_readers,
+                                "size": label,
+                                "bytes": size,
+                                "contender": name,
+                                "batch": batch,
+                                "samples": len(rounds),
+                                "ops_per_s": ops / median(rounds),
+                                "mb_per_s": ops * size / median(rounds) / 1e6,
+                                "put_us": median([s[1] for s in samples[name]]) / ops * 1e6,
+                                "get_us": median([s[2] for s in samples[name]]) / ops * 1e6,
+                                # CPU time of one put and its n_readers gets: what a
+                                # busy machine's time-slicing does not inflate
+                                "cpu_us": median([s[3] for s in samples[name]]) / ops * 1e6,
+                                # spread: fastest over slowest sample
+                                "spread": min(rounds) / max(rounds),
+                            }
+                        )
     _add_ratios(rows)
     return rows
+
 
 def _detach(readers: Readers, tag: str) -> None:
     with suppress(Exception):
         readers.broadcast("detach", tag)
+
 
 def _add_ratios(rows: list[dict[str, Any]]) -> None:
     by_key = {(r["readers"], r["size"], r["contender"]): r for r in rows}
@@ -314,28 +370,37 @@ def _add_ratios(rows: list[dict[str, Any]]) -> None:
                 row[f"vs_{other}"] = ratio(row["ops_per_s"], base["ops_per_s"])
                 row[f"cpu_vs_{other}"] = ratio(base["cpu_us"], row["cpu_us"])
 
+
 # -- where the time goes ----------------------------------------------------------
 
-CATEGORIES = ("serialize", "copy into shm", "signatures", "deserialize", "reader lock",
-              "other")
-_SIGNATURE_METHODS = {"_make_signature", "verify_signature", "_verify_reader_signature",
-                      "get_signature", "get_auth_secret"}
+CATEGORIES = ("serialize", "copy into shm", "signatures", "deserialize", "reader lock", "other")
+_SIGNATURE_METHODS = {
+    "_make_signature",
+    "verify_signature",
+    "_verify_reader_signature",
+    "get_signature",
+    "get_auth_secret",
+}
+
 
 def _method_ranges(impl: ModuleType) -> list[tuple[str, int, int, str]]:
     """(file, first line, last line, method name) of the storage's, ring's and
     serde's methods, to find which method a profiled line belongs to."""
     ranges = []
-    for cls in (impl.SingleWriterShmObjectStorage, impl.SingleWriterShmRingBuffer,
-                impl.MsgpackSerde):
+    for cls in (
+        impl.SingleWriterShmObjectStorage,
+        impl.SingleWriterShmRingBuffer,
+        impl.MsgpackSerde,
+    ):
         for name, member in vars(cls).items():
             func = getattr(member, "__func__", member)
             func = getattr(func, "__wrapped__", func)
             if not inspect.isfunction(func):
                 continue
             lines, first = inspect.getsourcelines(func)
-            ranges.append((inspect.getsourcefile(func) or "", first, first + len(lines) - 1,
-                           name))
+            ranges.append((inspect.getsourcefile(func) or "", first, first + len(lines) - 1, name))
     return ranges
+
 
 def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int, str]]) -> str:
     if "SemLock" in func:
@@ -344,8 +409,12 @@ def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int,
         return "serialize"
     if "Unpacker" in func or "unpackb" in func:
         return "deserialize"
-    if Path(file).name in ("hmac.py", "hashlib.py") or "_hashlib" in func or \
-            "compare_digest" in func or "openssl" in func:
+    if (
+        Path(file).name in ("hmac.py", "hashlib.py")
+        or "_hashlib" in func
+        or "compare_digest" in func
+        or "openssl" in func
+    ):
         return "signatures"
     method = next((name for f, lo, hi, name in ranges if f == file and lo <= line <= hi), None)
     if method in _SIGNATURE_METHODS:
@@ -357,6 +426,7 @@ def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int,
     if method in ("put", "copy_to_buffer") and func in ("put", "copy_to_buffer"):
         return "copy into shm"
     return "other"
+
 
 def profile(impl: ModuleType, size: int, ops: int, batch: int) -> dict[str, float]:
     """Share of put+get time per category (cProfile self time, one process)."""
@@ -388,8 +458,8 @@ def profile(impl: ModuleType, size: int, ops: int, batch: int) -> dict[str, floa
     total = sum(shares.values()) or 1.0
     return {name: seconds / total for name, seconds in shares.items()}
 
-def profiles(config: StoreConfig, seed_impl: ModuleType | None
-             ) -> list[dict[str, Any]]:
+
+def profiles(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str, Any]]:
     rows = []
     impls = [("refimpl", load("refimpl"))] + ([("seed", seed_impl)] if seed_impl else [])
     for label, size in config.sizes.items():
@@ -400,8 +470,13 @@ def profiles(config: StoreConfig, seed_impl: ModuleType | None
         progress(f"store: profiled {label}")
     return rows
 
+
 def run(config: StoreConfig, seed_impl: ModuleType | None) -> dict[str, Any]:
-    return {"throughput": measure(config, seed_impl), "profile": profiles(config, seed_impl),
-            "copies": copies.run(seed_impl)}
+    return {
+        "throughput": measure(config, seed_impl),
+        "profile": profiles(config, seed_impl),
+        "copies": copies.run(seed_impl),
+    }
+
 
 Loader = Callable[[], ModuleType]

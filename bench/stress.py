@@ -67,13 +67,16 @@ class StressResult:
     @property
     def ok(self) -> bool:
         return self.torn == self.foreign == self.other == 0 and self.reads == self.intact + (
-            self.refused)
+            self.refused
+        )
 
     def line(self) -> str:
-        return (f"stress {self.impl}: {self.puts} puts, {self.readers} reader processes, "
-                f"{self.reads} reads: {self.intact} intact, {self.refused} refused, "
-                f"{self.torn} torn, {self.foreign} foreign, {self.other} other; "
-                f"{self.evicted} evicted; {self.seconds:.1f} s")
+        return (
+            f"stress {self.impl}: {self.puts} puts, {self.readers} reader processes, "
+            f"{self.reads} reads: {self.intact} intact, {self.refused} refused, "
+            f"{self.torn} torn, {self.foreign} foreign, {self.other} other; "
+            f"{self.evicted} evicted; {self.seconds:.1f} s"
+        )
 
 
 def classify(result: StressResult, problems: list[str]) -> None:
@@ -91,16 +94,19 @@ def classify(result: StressResult, problems: list[str]) -> None:
             result.examples.append(problem)
 
 
-def run(impl_name: str, puts: int, seed: int = 20261203, ring_bytes: int = 1 << 20,
-        reread: float = 0.0) -> StressResult:
+def run(
+    impl_name: str, puts: int, seed: int = 20261203, ring_bytes: int = 1 << 20, reread: float = 0.0
+) -> StressResult:
     """Stream `puts` objects past READERS reader processes; count what they read."""
     impl = load_impl(impl_name)
     rng = random.Random(seed)
-    result = StressResult(impl_name + (f", {reread:.0%} reads repeated" if reread else ""),
-                          puts, READERS)
+    result = StressResult(
+        impl_name + (f", {reread:.0%} reads repeated" if reread else ""), puts, READERS
+    )
     ring = impl.SingleWriterShmRingBuffer(ring_bytes, create=True)
     writer = impl.SingleWriterShmObjectStorage(
-        64 << 10, READERS, ring, reader_lock=mp.get_context("spawn").Lock())
+        64 << 10, READERS, ring, reader_lock=mp.get_context("spawn").Lock()
+    )
     readers = [ReaderProcess(impl_name, writer.handle(), timeout=600) for _ in range(READERS)]
     pending: deque[int] = deque()  # batches sent and not yet answered, per reader alike
     started = time.perf_counter()
@@ -152,8 +158,9 @@ def run(impl_name: str, puts: int, seed: int = 20261203, ring_bytes: int = 1 << 
     return result
 
 
-def bench_section(results: dict[str, Any], notes: list[str], quick: bool,
-                  sections: set[str]) -> None:
+def bench_section(
+    results: dict[str, Any], notes: list[str], quick: bool, sections: set[str]
+) -> None:
     """`python -m bench`: refimpl and the seed, 10**5 puts each (2000 with --quick).
 
     The counts are in the note line (most must be 0); results.json keeps the
@@ -171,8 +178,13 @@ def bench_section(results: dict[str, Any], notes: list[str], quick: bool,
         except Exception as exc:  # the seed may be unavailable, or fail: reported
             notes.append(f"stress {name}: not measured ({type(exc).__name__}: {exc})")
             continue
-        found[outcome.impl] = {"line": outcome.line(), "ok": outcome.ok, "puts": outcome.puts,
-                       "reads": outcome.reads, "seconds": outcome.seconds}
+        found[outcome.impl] = {
+            "line": outcome.line(),
+            "ok": outcome.ok,
+            "puts": outcome.puts,
+            "reads": outcome.reads,
+            "seconds": outcome.seconds,
+        }
         notes.append(outcome.line())
     results["stress"] = found
 
@@ -185,13 +197,29 @@ GUARANTEES_START, GUARANTEES_END = "<!-- guarantees:start -->", "<!-- guarantees
 def _fault_outcomes(repo: Path) -> list[str]:
     """Each fault test's outcome, from pytest's own report."""
     run_ = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-         "tests/test_faults.py"], cwd=repo, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "PYTHONPATH": str(repo)})
-    found = re.findall(r"^(PASSED|FAILED|SKIPPED|ERROR) (?:\[\d+\] )?(\S+)(?: - (.*))?$",
-                       run_.stdout, re.MULTILINE)
-    return [f"{status} {name.split('::')[-1]}{f' ({why})' if why else ''}"
-            for status, name, why in found]
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_faults.py",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    found = re.findall(
+        r"^(PASSED|FAILED|SKIPPED|ERROR) (?:\[\d+\] )?(\S+)(?: - (.*))?$", run_.stdout, re.MULTILINE
+    )
+    return [
+        f"{status} {name.split('::')[-1]}{f' ({why})' if why else ''}"
+        for status, name, why in found
+    ]
 
 
 def guarantees_markdown(repo: Path, puts: int) -> str:
@@ -201,17 +229,24 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
     shmtrack.start()
     normal = fuzz(load_impl("refimpl")).summary()
     optimized = subprocess.run(
-        [sys.executable, "-O", "-m", "shmref.fuzz"], cwd=repo, capture_output=True, text=True,
-        timeout=900, env={**os.environ, "PYTHONPATH": str(repo)}).stdout.splitlines()[0]
+        [sys.executable, "-O", "-m", "shmref.fuzz"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    ).stdout.splitlines()[0]
     loads = [run(name, puts) for name in ("refimpl", "seed")]
     broken = run("refimpl", puts, reread=REREAD_A1_BROKEN)
     lines = [
-        f"Generated by `python -m bench.stress --update-readme` on {date.today()}.", "",
+        f"Generated by `python -m bench.stress --update-readme` on {date.today()}.",
+        "",
         "- **Bad input gets `ValueError`** (`BadArgumentType`, also a `TypeError`, for a "
         "wrong Python type; `KeyError` for a missing key, `MemoryError` for a full ring), "
         "never a value, never another exception, and earlier objects stay readable. "
         "The fuzz of every public method (`shmref/fuzz.py`, `make fuzz` for long runs):",
-        f"  - normal mode: {normal}", f"  - `python -O`: {optimized}",
+        f"  - normal mode: {normal}",
+        f"  - `python -O`: {optimized}",
         "- **Faults on real processes** (`tests/test_faults.py`): a reader killed holding "
         "the reader lock makes other readers raise `ReaderLockTimeout` after "
         f"{READER_LOCK_TIMEOUT:g} s instead of blocking for ever; a writer killed in the "
@@ -238,15 +273,20 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
 def update_readme(readme: Path, text: str) -> None:
     content = readme.read_text(encoding="utf-8")
     start, end = content.index(GUARANTEES_START), content.index(GUARANTEES_END)
-    readme.write_text(content[: start + len(GUARANTEES_START)] + "\n" + text + "\n"
-                      + content[end:], encoding="utf-8")
+    readme.write_text(
+        content[: start + len(GUARANTEES_START)] + "\n" + text + "\n" + content[end:],
+        encoding="utf-8",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stress", description=__doc__)
     parser.add_argument("--puts", type=int, default=100_000)
-    parser.add_argument("--update-readme", action="store_true",
-                        help="regenerate README.md's Guarantees section (fuzz, faults, load)")
+    parser.add_argument(
+        "--update-readme",
+        action="store_true",
+        help="regenerate README.md's Guarantees section (fuzz, faults, load)",
+    )
     args = parser.parse_args(argv)
     repo = Path(__file__).resolve().parents[1]
     if args.update_readme:

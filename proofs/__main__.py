@@ -82,9 +82,7 @@ class Result:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -197,8 +195,10 @@ def run_contracts(per_condition: float, workers: int) -> bool:
     proved = sum(v.startswith("proved") for r in results for _, v in r.rows)
     bounded = sum(v.startswith("no counterexample") for r in results for _, v in r.rows)
     bad = sum(r.counterexamples for r in results)
-    print(f"\ncontracts: {proved} proved over all paths, {bounded} without counterexample "
-          f"within the budget, {bad} counterexamples")
+    print(
+        f"\ncontracts: {proved} proved over all paths, {bounded} without counterexample "
+        f"within the budget, {bad} counterexamples"
+    )
     return ok
 
 
@@ -218,8 +218,10 @@ def run_differential(per_condition: float, examples: int, workers: int) -> bool:
     began = time.monotonic()
     divergence = hypothesis_differential(examples)
     seconds = time.monotonic() - began
-    print(f"\nHypothesis: {examples} random op sequences (<= 30 ops, capacity 9..48 bytes, "
-          f"id_max 2**31 or just above the most chunks that fit), {seconds:.1f} s")
+    print(
+        f"\nHypothesis: {examples} random op sequences (<= 30 ops, capacity 9..48 bytes, "
+        f"id_max 2**31 or just above the most chunks that fit), {seconds:.1f} s"
+    )
     if divergence is None:
         print("    no divergence; invariants held after every step")
     else:
@@ -246,19 +248,35 @@ def run_broken(per_condition: float, workers: int, with_diff: bool) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m proofs", description=__doc__.split("\n")[0])
-    parser.add_argument("--per-condition-timeout", type=float, default=20.0,
-                        help="CrossHair CPU seconds per condition (default 20)")
-    parser.add_argument("--diff-timeout", type=float, default=30.0,
-                        help="CrossHair CPU seconds per diffbehavior pair (default 30)")
-    parser.add_argument("--examples", type=int, default=2000,
-                        help="Hypothesis op sequences in the differential (default 2000)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
-                        help="CrossHair runs in parallel (default: CPU count)")
-    parser.add_argument("--quick", action="store_true",
-                        help="budgets 5 s / 10 s / 300 examples")
+    parser.add_argument(
+        "--per-condition-timeout",
+        type=float,
+        default=20.0,
+        help="CrossHair CPU seconds per condition (default 20)",
+    )
+    parser.add_argument(
+        "--diff-timeout",
+        type=float,
+        default=30.0,
+        help="CrossHair CPU seconds per diffbehavior pair (default 30)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=2000,
+        help="Hypothesis op sequences in the differential (default 2000)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="CrossHair runs in parallel (default: CPU count)",
+    )
+    parser.add_argument("--quick", action="store_true", help="budgets 5 s / 10 s / 300 examples")
     parser.add_argument("--only", choices=("contracts", "diff"))
-    parser.add_argument("--broken", action="store_true",
-                        help="check that the broken variants are refuted instead")
+    parser.add_argument(
+        "--broken", action="store_true", help="check that the broken variants are refuted instead"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.per_condition_timeout, args.diff_timeout, args.examples = 5.0, 10.0, 300

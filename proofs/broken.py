@@ -116,25 +116,49 @@ def allocate_any_overcommit(
 #       proofs.broken.ref_allocate_straddle_diff
 
 
-def ref_allocate_straddle_diff(capacity: int, id_max: int, start: int, id_start: int,
-                               sizes: list[int], wraps: list[bool], lagged: int,
-                               size: int) -> object:
+def ref_allocate_straddle_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    size: int,
+) -> object:
     """`proofs.seeddiff.ref_allocate_diff` over the straddling `place`."""
-    return ref_allocate_with(_straddle, capacity, id_max, start, id_start, sizes, wraps,
-                             lagged, size)
+    return ref_allocate_with(
+        _straddle, capacity, id_max, start, id_start, sizes, wraps, lagged, size
+    )
 
 
-def ref_allocate_early_wrap_diff(capacity: int, id_max: int, start: int, id_start: int,
-                                 sizes: list[int], wraps: list[bool], lagged: int,
-                                 size: int) -> object:
+def ref_allocate_early_wrap_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    size: int,
+) -> object:
     """`proofs.seeddiff.ref_allocate_diff` over the early-wrapping `place`."""
-    return ref_allocate_with(_early_wrap, capacity, id_max, start, id_start, sizes, wraps,
-                             lagged, size)
+    return ref_allocate_with(
+        _early_wrap, capacity, id_max, start, id_start, sizes, wraps, lagged, size
+    )
 
 
-def ref_allocate_overcommit_diff(capacity: int, id_max: int, start: int, id_start: int,
-                                 sizes: list[int], wraps: list[bool], lagged: int,
-                                 size: int) -> object:
+def ref_allocate_overcommit_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    size: int,
+) -> object:
     """`proofs.seeddiff.ref_allocate_diff` over the overcommitting `place`."""
-    return ref_allocate_with(_overcommit, capacity, id_max, start, id_start, sizes, wraps,
-                             lagged, size)
+    return ref_allocate_with(
+        _overcommit, capacity, id_max, start, id_start, sizes, wraps, lagged, size
+    )

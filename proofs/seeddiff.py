@@ -46,6 +46,7 @@ except ImportError:  # plain runs (Hypothesis) need no realization
     def deep_realize(value: Any) -> Any:  # type: ignore[misc]
         return value
 
+
 from refimpl.allocator import freed_ids, lap_correct, next_id, place, reclaim
 
 MD_SIZE = 8  # [4-byte id][4-byte size], as in the seed and refimpl
@@ -101,8 +102,11 @@ def _seed_text_path() -> Path:
     env = os.environ.get("SHMREF_SEED")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "shared" / "seed" / (
-        "shm_object_storage_reference.txt"
+    return (
+        Path(__file__).resolve().parents[2]
+        / "shared"
+        / "seed"
+        / ("shm_object_storage_reference.txt")
     )
 
 
@@ -298,8 +302,9 @@ def _metadata_addresses(chunks: list[tuple[int, int]], lagged: int, capacity: in
     return [a + capacity if i < lagged else a for i, (a, _) in enumerate(chunks)]
 
 
-def _seed_at(capacity: int, id_max: int, id_start: int, chunks: list[tuple[int, int]],
-             addresses: list[int]) -> Any:
+def _seed_at(
+    capacity: int, id_max: int, id_start: int, chunks: list[tuple[int, int]], addresses: list[int]
+) -> Any:
     ring = seed_ring(capacity, id_max)
     buf = ring.shared_memory.buf
     for i, ((_, size), address) in enumerate(zip(chunks, addresses, strict=True)):
@@ -315,8 +320,9 @@ def _seed_at(capacity: int, id_max: int, id_start: int, chunks: list[tuple[int, 
     return ring
 
 
-def _ref_at(capacity: int, id_max: int, id_start: int, chunks: list[tuple[int, int]],
-            addresses: list[int]) -> RefState:
+def _ref_at(
+    capacity: int, id_max: int, id_start: int, chunks: list[tuple[int, int]], addresses: list[int]
+) -> RefState:
     state = RefState(capacity, id_max, id_start=id_start)
     for i, ((_, size), address) in enumerate(zip(chunks, addresses, strict=True)):
         monotonic_id = (id_start + i) % id_max
@@ -335,8 +341,16 @@ def _outcome(run: Callable[[], object]) -> object:
         return ("raise", type(exc).__name__)
 
 
-def seed_allocate_diff(capacity: int, id_max: int, start: int, id_start: int,
-                       sizes: list[int], wraps: list[bool], lagged: int, size: int) -> object:
+def seed_allocate_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    size: int,
+) -> object:
     """The seed's `allocate_buf(size)` from the given state: (outcome, state after)."""
     chunks = _layout(capacity, id_max, start, id_start, sizes, wraps)
     addresses = _metadata_addresses(chunks, lagged, capacity)
@@ -345,14 +359,31 @@ def seed_allocate_diff(capacity: int, id_max: int, start: int, id_start: int,
     return _outcome(lambda: tuple(ring.allocate_buf(size))), seed_snapshot(ring)
 
 
-def ref_allocate_diff(capacity: int, id_max: int, start: int, id_start: int,
-                      sizes: list[int], wraps: list[bool], lagged: int, size: int) -> object:
+def ref_allocate_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    size: int,
+) -> object:
     """`ref_allocate(size)` from the given state: (outcome, state after)."""
     return ref_allocate_with(place, capacity, id_max, start, id_start, sizes, wraps, lagged, size)
 
 
-def ref_allocate_with(place_fn: PlaceFn, capacity: int, id_max: int, start: int, id_start: int,
-                      sizes: list[int], wraps: list[bool], lagged: int, size: int) -> object:
+def ref_allocate_with(
+    place_fn: PlaceFn,
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    size: int,
+) -> object:
     chunks = _layout(capacity, id_max, start, id_start, sizes, wraps)
     addresses = _metadata_addresses(chunks, lagged, capacity)
     assert 0 < size <= capacity
@@ -360,9 +391,17 @@ def ref_allocate_with(place_fn: PlaceFn, capacity: int, id_max: int, start: int,
     return _outcome(lambda: ref_allocate(state, size, place_fn)), ref_snapshot(state)
 
 
-def seed_free_diff(capacity: int, id_max: int, start: int, id_start: int,
-                   sizes: list[int], wraps: list[bool], lagged: int, n_free: int,
-                   nbytes: int) -> object:
+def seed_free_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    n_free: int,
+    nbytes: int,
+) -> object:
     """The seed's `free_buf` from the given state, the oldest `n_free` chunks marked free."""
     chunks = _layout(capacity, id_max, start, id_start, sizes, wraps)
     addresses = _metadata_addresses(chunks, lagged, capacity)
@@ -373,9 +412,17 @@ def seed_free_diff(capacity: int, id_max: int, start: int, id_start: int,
     return result, seed_snapshot(ring)
 
 
-def ref_free_diff(capacity: int, id_max: int, start: int, id_start: int,
-                  sizes: list[int], wraps: list[bool], lagged: int, n_free: int,
-                  nbytes: int) -> object:
+def ref_free_diff(
+    capacity: int,
+    id_max: int,
+    start: int,
+    id_start: int,
+    sizes: list[int],
+    wraps: list[bool],
+    lagged: int,
+    n_free: int,
+    nbytes: int,
+) -> object:
     """`ref_free` from the given state, the oldest `n_free` chunks marked free."""
     chunks = _layout(capacity, id_max, start, id_start, sizes, wraps)
     addresses = _metadata_addresses(chunks, lagged, capacity)
@@ -492,8 +539,12 @@ class Lockstep:
         )
         if seed_view != ref_view:
             return Divergence(
-                self.capacity, self.id_max, list(self.ops), len(self.ops) - 1,
-                seed_view, ref_view,
+                self.capacity,
+                self.id_max,
+                list(self.ops),
+                len(self.ops) - 1,
+                seed_view,
+                ref_view,
             )
         check_ref_invariants(self.state)
         return None

@@ -52,9 +52,7 @@ def next_id(monotonic_id: int, id_max: int) -> int:
     return (monotonic_id + 1) % id_max
 
 
-def reclaim(
-    start: int, end: int, next_address: int | None, capacity: int
-) -> tuple[int, int]:
+def reclaim(start: int, end: int, next_address: int | None, capacity: int) -> tuple[int, int]:
     """`(start, end)` after the oldest chunk is reclaimed.
 
     `next_address` is the address of the chunk that becomes the oldest, or

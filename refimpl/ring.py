@@ -62,7 +62,9 @@ class SingleWriterShmRingBuffer:
         create: bool = False,
     ) -> None:
         self.data_buffer_size = check_int(
-            "data_buffer_size", data_buffer_size, low=self.MD_SIZE + 1,
+            "data_buffer_size",
+            data_buffer_size,
+            low=self.MD_SIZE + 1,
             high=2**63 - 1 - self.DATA_OFFSET,  # the largest file size (off_t)
         )
         name = check_segment_name(name, required=not create)
@@ -125,8 +127,7 @@ class SingleWriterShmRingBuffer:
         )
         if address is None:
             raise MemoryError(
-                "Not enough space in the data buffer, "
-                "try calling free_buf() to free up space"
+                "Not enough space in the data buffer, try calling free_buf() to free up space"
             )
         if len(self.metadata) >= self.ID_MAX - 1:
             raise MemoryError(
@@ -141,9 +142,7 @@ class SingleWriterShmRingBuffer:
         return address, monotonic_id
 
     @contextmanager
-    def access_buf(
-        self, address: int
-    ) -> Iterator[tuple[memoryview, tuple[int, int]]]:
+    def access_buf(self, address: int) -> Iterator[tuple[memoryview, tuple[int, int]]]:
         """Yield (data view, (id, size)) of the chunk whose header is at `address`.
 
         The id and size are read from the segment as they are now; checking

@@ -45,9 +45,7 @@ def _refuse(obj: Any) -> Any:
         )
     # A TypeError naming the type that is also a ValueError: vLLM's sender catches only
     # ValueError/MemoryError from put and then sends the item inline.
-    raise BadArgumentType(
-        f"MsgpackSerde cannot store a {type(obj).__name__}; it stores {ACCEPTS}"
-    )
+    raise BadArgumentType(f"MsgpackSerde cannot store a {type(obj).__name__}; it stores {ACCEPTS}")
 
 
 class MsgpackSerde(ObjectSerde):

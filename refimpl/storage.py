@@ -57,8 +57,7 @@ class ShmObjectStorageHandle:
     reader_lock: LockType | None
 
 
-HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class",
-                 "reader_lock")
+HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class", "reader_lock")
 
 
 @dataclass(slots=True)
@@ -92,7 +91,8 @@ class SingleWriterShmObjectStorage:
         reader_lock: LockType | None = None,
     ) -> None:
         self.max_object_size = check_int(
-            "max_object_size", max_object_size, low=1, high=MAX_CHUNK_DATA)
+            "max_object_size", max_object_size, low=1, high=MAX_CHUNK_DATA
+        )
         self.n_readers = check_int("n_readers", n_readers, low=0, high=2**31 - 1)
         self.serde_class = serde_class
         self.ser_de = serde_class()
@@ -205,9 +205,7 @@ class SingleWriterShmObjectStorage:
         return hold(self._reader_lock, self.READER_LOCK_TIMEOUT)
 
     def _free_unused_locked(self) -> None:
-        freed_ids = self.ring_buffer.free_buf(
-            self.default_is_free_check, self.reclaim_target()
-        )
+        freed_ids = self.ring_buffer.free_buf(self.default_is_free_check, self.reclaim_target())
         for freed_id in freed_ids:
             del self.key_index[self.id_index.pop(freed_id)]
             del self.writer_flag[freed_id]
@@ -420,8 +418,7 @@ class SingleWriterShmObjectStorage:
     def _check_id(self, address: int, monotonic_id: int, chunk_id: int) -> None:
         if chunk_id != monotonic_id:
             raise ValueError(
-                f"Data for address:id '{address}:{monotonic_id}'"
-                " has been modified or is invalid."
+                f"Data for address:id '{address}:{monotonic_id}' has been modified or is invalid."
             )
 
     def _recheck(self, read: Read) -> None:
@@ -441,12 +438,18 @@ def _byte_parts(metadata: Any, data: Any, md_bytes: Any, data_bytes: Any) -> lis
     for i, part in enumerate(parts):
         if not isinstance(part, BYTES_LIKE):
             what = "metadata" if i == 0 else "data"
-            raise ValueError(f"Unsupported data type for serialization: {what} is a "
-                             f"{type(part).__name__}, not bytes, a bytes-like or a list of them")
+            raise ValueError(
+                f"Unsupported data type for serialization: {what} is a "
+                f"{type(part).__name__}, not bytes, a bytes-like or a list of them"
+            )
         if type(part) is memoryview and (part.format != "B" or part.ndim != 1):
             parts[i] = part.cast("B") if part.c_contiguous else part.tobytes()
-    if (type(md_bytes) is not int or type(data_bytes) is not int
-            or len(parts[0]) != md_bytes or sum(map(len, parts)) - md_bytes != data_bytes):
+    if (
+        type(md_bytes) is not int
+        or type(data_bytes) is not int
+        or len(parts[0]) != md_bytes
+        or sum(map(len, parts)) - md_bytes != data_bytes
+    ):
         raise ValueError(
             f"serializer returned sizes ({md_bytes}, {data_bytes}) that do not match "
             f"its bytes ({len(parts[0])}, {sum(map(len, parts)) - len(parts[0])})"

@@ -83,10 +83,30 @@ from shmref.verdict import (
 )
 
 __all__ = [  # what tests and tools import from here
-    "ASSUMPTION", "ERROR", "FAIL", "HARDENED", "HAZARDS", "LEVELS", "NOT_RUN", "PASS",
-    "PROTOCOL", "SEED", "SKIP", "TEST_GROUPS", "Check", "Hazard", "Report", "TestGroup",
-    "failure_trace", "hazard_check", "hazard_trace", "level_status", "main", "pytest_checks",
-    "replay_hazard", "run",
+    "ASSUMPTION",
+    "ERROR",
+    "FAIL",
+    "HARDENED",
+    "HAZARDS",
+    "LEVELS",
+    "NOT_RUN",
+    "PASS",
+    "PROTOCOL",
+    "SEED",
+    "SKIP",
+    "TEST_GROUPS",
+    "Check",
+    "Hazard",
+    "Report",
+    "TestGroup",
+    "failure_trace",
+    "hazard_check",
+    "hazard_trace",
+    "level_status",
+    "main",
+    "pytest_checks",
+    "replay_hazard",
+    "run",
 ]
 
 # -- trace validation -----------------------------------------------------------------------
@@ -95,8 +115,13 @@ WORKLOAD = {"n_units": 8, "n_readers": 2, "id_max": 5, "max_obj": 3}
 
 
 def record(impl: ModuleType, steps: int, seed: int) -> Recording:
-    with Driver(impl, WORKLOAD["n_units"], n_readers=WORKLOAD["n_readers"],
-                id_max=WORKLOAD["id_max"], max_obj=WORKLOAD["max_obj"]) as driver:
+    with Driver(
+        impl,
+        WORKLOAD["n_units"],
+        n_readers=WORKLOAD["n_readers"],
+        id_max=WORKLOAD["id_max"],
+        max_obj=WORKLOAD["max_obj"],
+    ) as driver:
         recorder = Recorder(driver)
         try:
             random_workload(recorder, steps, seed)
@@ -107,48 +132,67 @@ def record(impl: ModuleType, steps: int, seed: int) -> Recording:
 
 def validate_either(recording: Recording, out_dir: Path | None = None) -> Validation:
     """Accepted by the spec of refimpl's protocol (FIXED) or of the seed's."""
-    fixed = validate_recording(recording, switches={"FIXED": True},
-                               out_dir=out_dir / "fixed" if out_dir else None)
+    fixed = validate_recording(
+        recording, switches={"FIXED": True}, out_dir=out_dir / "fixed" if out_dir else None
+    )
     if fixed.accepted:
         return fixed
-    seed = validate_recording(recording, switches={"FIXED": False},
-                              out_dir=out_dir / "seed" if out_dir else None)
+    seed = validate_recording(
+        recording, switches={"FIXED": False}, out_dir=out_dir / "seed" if out_dir else None
+    )
     return seed if seed.accepted or seed.matched > fixed.matched else fixed
 
 
-def validation_check(name: str, recordings: list[tuple[Path, Recording | Exception]],
-                     out: Path, impl: ModuleType | None = None) -> Check:
+def validation_check(
+    name: str,
+    recordings: list[tuple[Path, Recording | Exception]],
+    out: Path,
+    impl: ModuleType | None = None,
+) -> Check:
     what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
     check = Check(PROTOCOL, "trace validation", what, PASS)
     notes = []
     for path, recording in recordings:
-        command = shell(f"python -m shmref.conformance --validate-trace "
-                        f"{shlex.quote(str(path.resolve()))}", None)
+        command = shell(
+            f"python -m shmref.conformance --validate-trace {shlex.quote(str(path.resolve()))}",
+            None,
+        )
         if isinstance(recording, contract.MissingCapability):
             check.status, check.detail = NOT_RUN, str(recording)
             return check
         if isinstance(recording, Exception):  # no file to validate: re-record instead
             check.status = ERROR
-            check.failures.append({
-                "case": path.name,
-                "command": shell(f"python -m shmref.conformance --impl {impl_arg(name)} "
-                                 f"--level {PROTOCOL} --out "
-                                 f"{shlex.quote(str(out.resolve()))}", impl),
-                "trace": f"recording the run crashed: {type(recording).__name__}: {recording}"})
+            check.failures.append(
+                {
+                    "case": path.name,
+                    "command": shell(
+                        f"python -m shmref.conformance --impl {impl_arg(name)} "
+                        f"--level {PROTOCOL} --out "
+                        f"{shlex.quote(str(out.resolve()))}",
+                        impl,
+                    ),
+                    "trace": f"recording the run crashed: {type(recording).__name__}: {recording}",
+                }
+            )
             continue
         result = validate_either(recording, out / "trace" / path.stem)
         if result.accepted:
-            notes.append(f"{len(recording.log)} steps accepted "
-                         f"(FIXED={result.switches['FIXED']})")
+            notes.append(f"{len(recording.log)} steps accepted (FIXED={result.switches['FIXED']})")
             continue
         check.status = FAIL
         low = max(result.matched - 8, 0)
-        shown = [f"{i + 1:>4}  {json.dumps(e)}" for i, e in
-                 enumerate(recording.log[low:result.matched + 1], start=low)]
-        check.failures.append({"case": path.name, "command": command,
-                               "trace": result.explain() + "\nlog (last matched entries, "
-                               "then the first that no enabled action matches):\n"
-                               + "\n".join(shown)})
+        shown = [
+            f"{i + 1:>4}  {json.dumps(e)}"
+            for i, e in enumerate(recording.log[low : result.matched + 1], start=low)
+        ]
+        check.failures.append(
+            {
+                "case": path.name,
+                "command": command,
+                "trace": result.explain() + "\nlog (last matched entries, "
+                "then the first that no enabled action matches):\n" + "\n".join(shown),
+            }
+        )
     check.detail = "; ".join(notes)
     return check
 
@@ -184,46 +228,66 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "impl": self.impl, "quick": self.quick, "seconds": round(self.seconds, 1),
-            "ok": self.ok, "not_run": self.not_run,
-            "levels": {level: {"status": self.level_status(level),
-                               "seed": self.seed_levels.get(level, ""),
-                               "meaning": LEVEL_MEANING[level],
-                               "checks": [asdict(c) for c in self.checks if c.level == level]}
-                       for level in LEVELS},
+            "impl": self.impl,
+            "quick": self.quick,
+            "seconds": round(self.seconds, 1),
+            "ok": self.ok,
+            "not_run": self.not_run,
+            "levels": {
+                level: {
+                    "status": self.level_status(level),
+                    "seed": self.seed_levels.get(level, ""),
+                    "meaning": LEVEL_MEANING[level],
+                    "checks": [asdict(c) for c in self.checks if c.level == level],
+                }
+                for level in LEVELS
+            },
         }
 
     def markdown(self, out: Path | None = None) -> str:
-        lines = [f"# Conformance of `{self.impl}`", "",
-                 f"{'Quick' if self.quick else 'Full'} run of `python -m shmref.conformance "
-                 f"--impl {impl_arg(self.impl)}{' --quick' if self.quick else ''}`, "
-                 f"{self.seconds:.0f} s. Reference: the seed's own code (column `seed`: its "
-                 "result on the same property), refimpl and spec/ShmObjectStorage.tla.", "",
-                 "| level | result | seed | failing properties | meaning |",
-                 "| --- | --- | --- | --- | --- |"]
+        lines = [
+            f"# Conformance of `{self.impl}`",
+            "",
+            f"{'Quick' if self.quick else 'Full'} run of `python -m shmref.conformance "
+            f"--impl {impl_arg(self.impl)}{' --quick' if self.quick else ''}`, "
+            f"{self.seconds:.0f} s. Reference: the seed's own code (column `seed`: its "
+            "result on the same property), refimpl and spec/ShmObjectStorage.tla.",
+            "",
+            "| level | result | seed | failing properties | meaning |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for level in LEVELS:
-            failing = sum(1 for c in self.checks if c.level == level and c.status in (FAIL,
-                                                                                     ERROR))
+            failing = sum(1 for c in self.checks if c.level == level and c.status in (FAIL, ERROR))
             assumed = sum(1 for c in self.checks if c.level == level and c.status == ASSUMPTION)
             result = self.level_status(level) + (
-                f" ({assumed} assumption{'s' if assumed > 1 else ''})" if assumed else "")
-            lines.append(f"| {level} | **{result}** | {self.seed_levels.get(level, '')} "
-                         f"| {failing} | {LEVEL_MEANING[level]} |")
+                f" ({assumed} assumption{'s' if assumed > 1 else ''})" if assumed else ""
+            )
+            lines.append(
+                f"| {level} | **{result}** | {self.seed_levels.get(level, '')} "
+                f"| {failing} | {LEVEL_MEANING[level]} |"
+            )
         for level in self.levels:
-            lines += ["", f"## {level}: {self.level_status(level)}", "",
-                      "| result | seed | property | cases | what / detail |",
-                      "| --- | --- | --- | --- | --- |"]
+            lines += [
+                "",
+                f"## {level}: {self.level_status(level)}",
+                "",
+                "| result | seed | property | cases | what / detail |",
+                "| --- | --- | --- | --- | --- |",
+            ]
             for c in (c for c in self.checks if c.level == level):
                 text = "; ".join(t for t in (c.what, c.detail) if t).replace("|", "\\|")
                 lines.append(f"| {c.status} | {c.seed} | `{c.name}` | {c.cases} | {text} |")
         failures = [c for c in self.checks if c.failures]
         if failures:
-            lines += ["", "## Failures, each with its shortest trace and one replay command",
-                      "", "Each command works pasted into a fresh shell."]
+            lines += [
+                "",
+                "## Failures, each with its shortest trace and one replay command",
+                "",
+                "Each command works pasted into a fresh shell.",
+            ]
         number = 0
         for c in failures:
-            lines += ["", f"### {c.level}: `{c.name}` ({c.status}; the seed: {c.seed or '?'})",
-                      ""]
+            lines += ["", f"### {c.level}: `{c.name}` ({c.status}; the seed: {c.seed or '?'})", ""]
             for f in c.failures[:4]:
                 number += 1
                 trace = f["trace"].strip().splitlines()
@@ -231,17 +295,33 @@ class Report:
                     path = out / "failures" / f"{number}.txt"
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text("\n".join(trace) + "\n")
-                    trace = [*trace[:15], f"... {len(trace) - 75} lines (all of them in "
-                             f"{path}) ...", *trace[-60:]]
-                lines += [f"`{f['case']}`", "", "```", *trace, "```", "",
-                          "Replay:", "", "```sh", f["command"], "```", ""]
+                    trace = [
+                        *trace[:15],
+                        f"... {len(trace) - 75} lines (all of them in {path}) ...",
+                        *trace[-60:],
+                    ]
+                lines += [
+                    f"`{f['case']}`",
+                    "",
+                    "```",
+                    *trace,
+                    "```",
+                    "",
+                    "Replay:",
+                    "",
+                    "```sh",
+                    f["command"],
+                    "```",
+                    "",
+                ]
             if len(c.failures) > 4:
-                lines.append(f"... and {len(c.failures) - 4} more failing case(s): "
-                             + ", ".join(f"`{f['case']}`" for f in c.failures[4:]))
+                lines.append(
+                    f"... and {len(c.failures) - 4} more failing case(s): "
+                    + ", ".join(f"`{f['case']}`" for f in c.failures[4:])
+                )
         if self.not_run:
             lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
         return "\n".join(lines) + "\n"
-
 
 
 # -- the seed baseline ---------------------------------------------------------------------
@@ -253,17 +333,25 @@ def fingerprint(quick: bool, levels: Sequence[str]) -> str:
     digest = hashlib.sha256(repr((quick, sorted(levels))).encode())
     from shmref.seedbuild import default_seed_path
 
-    files = sorted([*REPO.glob("shmref/*.py"), *REPO.glob("tests/*.py"),
-                    *REPO.glob("spec/*.tla"), *REPO.glob("spec/*.cfg"),
-                    *REPO.glob("refimpl/*.py"), default_seed_path()])
+    files = sorted(
+        [
+            *REPO.glob("shmref/*.py"),
+            *REPO.glob("tests/*.py"),
+            *REPO.glob("spec/*.tla"),
+            *REPO.glob("spec/*.cfg"),
+            *REPO.glob("refimpl/*.py"),
+            default_seed_path(),
+        ]
+    )
     for path in files:
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def seed_baseline(out: Path, quick: bool, levels: Sequence[str], all_groups: bool = False
-                  ) -> dict[str, Any]:
+def seed_baseline(
+    out: Path, quick: bool, levels: Sequence[str], all_groups: bool = False
+) -> dict[str, Any]:
     """The seed's own report for the same run (cached in out/seed-baseline)."""
     folder = out / "seed-baseline"
     stamp = folder / "fingerprint"
@@ -277,8 +365,11 @@ def seed_baseline(out: Path, quick: bool, levels: Sequence[str], all_groups: boo
 
 
 def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[str, str]:
-    results = {(level, c["name"]): c["status"]
-               for level, data in baseline["levels"].items() for c in data["checks"]}
+    results = {
+        (level, c["name"]): c["status"]
+        for level, data in baseline["levels"].items()
+        for c in data["checks"]
+    }
     for check in checks:
         check.seed = results.get((check.level, check.name), "absent")
     return {level: data["status"] for level, data in baseline["levels"].items()}
@@ -287,17 +378,24 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
 # -- the run -------------------------------------------------------------------------------
 
 
-def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
-        baseline: bool = True, all_groups: bool = False) -> Report:
+def run(
+    name: str,
+    out: Path,
+    quick: bool,
+    levels: Sequence[str] = LEVELS,
+    *,
+    baseline: bool = True,
+    all_groups: bool = False,
+) -> Report:
     """One conformance run. `all_groups`: every pytest group even when
     `quick` (every property name, with quick TLC and recordings)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     impl = load_impl(name)
-    groups = [g for g in TEST_GROUPS
-              if (g.quick or not quick or all_groups) and g.level in levels]
-    not_run = [NOT_RUN_GROUPS] + [g.select for g in TEST_GROUPS
-                                  if g not in groups and g.level in levels]
+    groups = [g for g in TEST_GROUPS if (g.quick or not quick or all_groups) and g.level in levels]
+    not_run = [NOT_RUN_GROUPS] + [
+        g.select for g in TEST_GROUPS if g not in groups and g.level in levels
+    ]
     protocol = PROTOCOL in levels
 
     # TLC (no shared memory) runs in threads while pytest runs.
@@ -306,8 +404,9 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
     def fetch_traces() -> None:
         for hazard in HAZARDS:
             try:
-                traces[hazard.model] = hazard_trace(hazard.model,
-                                                    run_missing=not quick or hazard.quick)
+                traces[hazard.model] = hazard_trace(
+                    hazard.model, run_missing=not quick or hazard.quick
+                )
             except tlc.TlcError as exc:
                 traces[hazard.model] = (None, f"TLC failed: {exc}")
 
@@ -343,9 +442,15 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
     elif xml.is_file():
         checks += pytest_checks(name, groups, parse_junit(xml), impl)
     else:
-        checks.append(Check(groups[0].level, "pytest", "the test run", ERROR,
-                            detail=f"pytest exited {code} without a report: "
-                                   + output.strip()[-500:]))
+        checks.append(
+            Check(
+                groups[0].level,
+                "pytest",
+                "the test run",
+                ERROR,
+                detail=f"pytest exited {code} without a report: " + output.strip()[-500:],
+            )
+        )
     for hazard in HAZARDS if protocol else ():
         trace, source = traces.get(hazard.model, (None, "no trace"))
         checks.append(hazard_check(name, impl, hazard, trace, source)[0])
@@ -358,8 +463,9 @@ def run(name: str, out: Path, quick: bool, levels: Sequence[str] = LEVELS, *,
         seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
     elif baseline:
         seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels, all_groups))
-    report = Report(name, quick, checks, time.monotonic() - started, not_run, run_levels,
-                    seed_levels)
+    report = Report(
+        name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
+    )
     (out / "conformance.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     (out / "conformance.md").write_text(report.markdown(out))
     return report
@@ -373,27 +479,47 @@ def load_checked(module: str) -> tuple[ModuleType | None, str]:
         return None, f"{module}: does not import: {type(exc).__name__}: {exc}"
     lacking = contract.missing(impl)
     if lacking:
-        return None, (f"{module}: lacks what the contract (shmref.contract) requires: "
-                      + ", ".join(lacking))
+        return None, (
+            f"{module}: lacks what the contract (shmref.contract) requires: " + ", ".join(lacking)
+        )
     return impl, ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shmref.conformance", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--impl", help="module under test ('seed': the seed's own code; "
-                        "'port': a port of it with other private names)")
-    parser.add_argument("--out", type=Path, help="report folder "
-                        "(default build/conformance/<module>)")
+    parser = argparse.ArgumentParser(
+        prog="python -m shmref.conformance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--impl",
+        help="module under test ('seed': the seed's own code; "
+        "'port': a port of it with other private names)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="report folder (default build/conformance/<module>)"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer tests (well under 2 min)")
-    parser.add_argument("--all-groups", action="store_true",
-                        help="with --quick: still run every pytest group (every property)")
-    parser.add_argument("--level", action="append", choices=LEVELS,
-                        help="run only the checks of this level (repeatable; default: all)")
-    parser.add_argument("--hazard", metavar="MODEL",
-                        help="only replay this hazard model's counterexample on --impl")
-    parser.add_argument("--validate-trace", type=Path, metavar="FILE",
-                        help="check a recording (JSON, shmref.recorder) with TLC")
+    parser.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="with --quick: still run every pytest group (every property)",
+    )
+    parser.add_argument(
+        "--level",
+        action="append",
+        choices=LEVELS,
+        help="run only the checks of this level (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--hazard", metavar="MODEL", help="only replay this hazard model's counterexample on --impl"
+    )
+    parser.add_argument(
+        "--validate-trace",
+        type=Path,
+        metavar="FILE",
+        help="check a recording (JSON, shmref.recorder) with TLC",
+    )
     args = parser.parse_args(argv)
 
     if args.validate_trace:
@@ -425,8 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{check.status.upper()}: {check.detail}")
         return 0 if check.status in (PASS, ASSUMPTION) else 1
     out = (args.out or REPO / "build" / "conformance" / name).resolve()
-    report = run(name, out, args.quick, tuple(args.level or LEVELS),
-                 all_groups=args.all_groups)
+    report = run(name, out, args.quick, tuple(args.level or LEVELS), all_groups=args.all_groups)
     for level in LEVELS:
         seed = report.seed_levels.get(level, "")
         print(f"{level:<16} {report.level_status(level):<8} (seed: {seed})")

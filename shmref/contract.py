@@ -60,10 +60,12 @@ class Ring(Protocol):
 
     def handle(self) -> tuple[int, str]: ...
     def allocate_buf(self, size: int) -> tuple[int, int]: ...
-    def access_buf(self, address: int) -> AbstractContextManager[tuple[memoryview,
-                                                                       tuple[int, int]]]: ...
-    def free_buf(self, is_free_fn: Callable[[int, memoryview], bool],
-                 nbytes: int | None = None) -> Iterable[int]: ...
+    def access_buf(
+        self, address: int
+    ) -> AbstractContextManager[tuple[memoryview, tuple[int, int]]]: ...
+    def free_buf(
+        self, is_free_fn: Callable[[int, memoryview], bool], nbytes: int | None = None
+    ) -> Iterable[int]: ...
     def clear(self) -> None: ...
     def close(self) -> None: ...
     def get_auth_secret(self) -> bytes: ...
@@ -78,13 +80,19 @@ class Storage(Protocol):
     is_writer: bool
 
     def put(self, key: str, value: Any) -> tuple[int, int]: ...
-    def get(self, address: int, monotonic_id: int, signature: list[int] | None = None,
-            key: str | None = None) -> Any: ...
+    def get(
+        self,
+        address: int,
+        monotonic_id: int,
+        signature: list[int] | None = None,
+        key: str | None = None,
+    ) -> Any: ...
     def get_cached(self, key: str) -> tuple[int, int]: ...
     def is_cached(self, key: str) -> bool: ...
     def get_signature(self, key: str) -> list[int]: ...
-    def touch(self, key: str, address: int = 0, monotonic_id: int = 0,
-              signature: list[int] | None = None) -> None: ...
+    def touch(
+        self, key: str, address: int = 0, monotonic_id: int = 0, signature: list[int] | None = None
+    ) -> None: ...
     def release_touches(self) -> None: ...
     def free_unused(self) -> None: ...
     def clear(self) -> None: ...
@@ -113,8 +121,11 @@ class Capability:
 
 
 def _methods(proto: type) -> list[str]:
-    return [n for n, v in vars(proto).items()
-            if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, staticmethod))]
+    return [
+        n
+        for n, v in vars(proto).items()
+        if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, staticmethod))
+    ]
 
 
 def _attributes(proto: type) -> list[str]:
@@ -122,32 +133,62 @@ def _attributes(proto: type) -> list[str]:
 
 
 CAPABILITIES: tuple[Capability, ...] = (
-    Capability("module", "SingleWriterShmRingBuffer", True, "the ring class: "
-               "`(data_buffer_size: int, name: str | None = None, create: bool = False)`"),
-    Capability("module", "SingleWriterShmObjectStorage", True, "the storage class: "
-               "`(max_object_size: int, n_readers: int, ring_buffer, serde_class=<its "
-               "default>, reader_lock=None)`; readers come from `create_from_handle`"),
-    *(Capability("ring", n, True, "the seed's documented ring API")
-      for n in (*_attributes(Ring), *_methods(Ring))),
-    *(Capability("storage", n, True, "the seed's documented storage API")
-      for n in (*_attributes(Storage), *_methods(Storage))),
-    *(Capability("handle", n, True, "storage.handle() fields read by create_from_handle")
-      for n in _attributes(Handle)),
-    *(Capability("serde", n, True, "handle.serde_class() instances")
-      for n in _methods(Serde)),
+    Capability(
+        "module",
+        "SingleWriterShmRingBuffer",
+        True,
+        "the ring class: `(data_buffer_size: int, name: str | None = None, create: bool = False)`",
+    ),
+    Capability(
+        "module",
+        "SingleWriterShmObjectStorage",
+        True,
+        "the storage class: "
+        "`(max_object_size: int, n_readers: int, ring_buffer, serde_class=<its "
+        "default>, reader_lock=None)`; readers come from `create_from_handle`",
+    ),
+    *(
+        Capability("ring", n, True, "the seed's documented ring API")
+        for n in (*_attributes(Ring), *_methods(Ring))
+    ),
+    *(
+        Capability("storage", n, True, "the seed's documented storage API")
+        for n in (*_attributes(Storage), *_methods(Storage))
+    ),
+    *(
+        Capability("handle", n, True, "storage.handle() fields read by create_from_handle")
+        for n in _attributes(Handle)
+    ),
+    *(Capability("serde", n, True, "handle.serde_class() instances") for n in _methods(Serde)),
     # optional: the seed has them; properties that need one say so when missing
-    *(Capability("ring", n, False, "the ring's position, named in the seed's docstring "
-                 "(Key Concepts); compared with the spec's variables")
-      for n in ("data_buffer_start", "data_buffer_end", "monotonic_id_start",
-                "monotonic_id_end")),
-    Capability("ring", "ID_MAX", False, "settable id bound (exclusive): small ids make "
-               "wraparound reachable in tests"),
-    Capability("storage", "ring_buffer", False, "the storage's ring (constructor "
-               "argument): a read split into begin/copy/end from the seed's pieces"),
+    *(
+        Capability(
+            "ring",
+            n,
+            False,
+            "the ring's position, named in the seed's docstring "
+            "(Key Concepts); compared with the spec's variables",
+        )
+        for n in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
+    ),
+    Capability(
+        "ring",
+        "ID_MAX",
+        False,
+        "settable id bound (exclusive): small ids make wraparound reachable in tests",
+    ),
+    Capability(
+        "storage",
+        "ring_buffer",
+        False,
+        "the storage's ring (constructor "
+        "argument): a read split into begin/copy/end from the seed's pieces",
+    ),
     Capability("storage", "verify_signature", False, "split read: check a handle"),
     Capability("storage", "increment_reader_flag", False, "split read: count a read"),
-    Capability("storage", "get_begin", False, "native split read (refimpl's), "
-               "preferred when present"),
+    Capability(
+        "storage", "get_begin", False, "native split read (refimpl's), preferred when present"
+    ),
     Capability("storage", "get_copy", False, "native split read"),
     Capability("storage", "get_end", False, "native split read"),
 )
@@ -179,8 +220,11 @@ def split_read_missing(storage: Any) -> str | None:
     if all(has(storage, n) for n in SPLIT_READ_NATIVE):
         return None
     lacking = [n for n in SPLIT_READ_COMPOSED if not has(storage, n)]
-    return None if not lacking else "storage." + " or storage.".join(
-        ["get_begin/get_copy/get_end", *lacking])
+    return (
+        None
+        if not lacking
+        else "storage." + " or storage.".join(["get_begin/get_copy/get_end", *lacking])
+    )
 
 
 def require(obj: Any, where: str, name: str) -> None:
@@ -201,14 +245,18 @@ def missing(impl: ModuleType, *, optional: bool = False) -> list[str]:
     try:
         ring = ring_cls(1024, create=True)
     except Exception as exc:  # the message names it; no traceback
-        return [*lacking, f"SingleWriterShmRingBuffer(1024, create=True) raised "
-                          f"{type(exc).__name__}: {exc}"]
+        return [
+            *lacking,
+            f"SingleWriterShmRingBuffer(1024, create=True) raised {type(exc).__name__}: {exc}",
+        ]
     try:
         try:
             storage = storage_cls(256, 1, ring)
         except Exception as exc:
-            return [*lacking, f"SingleWriterShmObjectStorage(256, 1, ring) raised "
-                              f"{type(exc).__name__}: {exc}"]
+            return [
+                *lacking,
+                f"SingleWriterShmObjectStorage(256, 1, ring) raised {type(exc).__name__}: {exc}",
+            ]
         handle = storage.handle() if has(storage, "handle") else None
         serde_cls = getattr(handle, "serde_class", None)
         serde = serde_cls() if isinstance(serde_cls, type) else None
@@ -221,8 +269,7 @@ def missing(impl: ModuleType, *, optional: bool = False) -> list[str]:
     return lacking
 
 
-PROTOCOLS: dict[str, type] = {"ring": Ring, "storage": Storage, "handle": Handle,
-                              "serde": Serde}
+PROTOCOLS: dict[str, type] = {"ring": Ring, "storage": Storage, "handle": Handle, "serde": Serde}
 
 
 def signature(cap: Capability) -> str:
@@ -247,13 +294,16 @@ def markdown() -> str:
     for cap in CAPABILITIES:
         shown = signature(cap).replace("|", "\\|")
         why = cap.why.replace("|", "\\|")
-        rows.append(f"| {cap.where} | `{shown}` | {'yes' if cap.required else 'optional'} "
-                    f"| {why} |")
-    layout = (f"Layout (read from the segment, never from attributes): "
-              f"`[{SECRET_BYTES}-byte secret][chunks]`, chunk "
-              f"`[4-byte id][4-byte size incl. the {HEADER_BYTES}-byte header][object]`, "
-              f"object `[{COUNT_BYTES}-byte read count][serde metadata][serde data]`, "
-              "integers little-endian and signed.")
+        rows.append(
+            f"| {cap.where} | `{shown}` | {'yes' if cap.required else 'optional'} | {why} |"
+        )
+    layout = (
+        f"Layout (read from the segment, never from attributes): "
+        f"`[{SECRET_BYTES}-byte secret][chunks]`, chunk "
+        f"`[4-byte id][4-byte size incl. the {HEADER_BYTES}-byte header][object]`, "
+        f"object `[{COUNT_BYTES}-byte read count][serde metadata][serde data]`, "
+        "integers little-endian and signed."
+    )
     return "\n".join([*rows, "", layout]) + "\n"
 
 

@@ -26,16 +26,16 @@ def spec_digest(spec_dir: Path = SPEC_DIR) -> str:
     return digest.hexdigest()[:12]
 
 
-def simulation_corpus(model: str, num: int, depth: int, seed: int,
-                      spec_dir: Path = SPEC_DIR) -> list[tlc.Trace]:
+def simulation_corpus(
+    model: str, num: int, depth: int, seed: int, spec_dir: Path = SPEC_DIR
+) -> list[tlc.Trace]:
     """`num` traces per TLC worker of at most `depth` states of `model`."""
     folder = CACHE / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
     done = folder / "DONE"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
         tla, cfg = model_files(model, spec_dir)  # the module may be shared
-        run = tlc.run_tlc(tla, cfg,
-                          simulate=(num, depth, seed), simulate_dir=folder / "traces")
+        run = tlc.run_tlc(tla, cfg, simulate=(num, depth, seed), simulate_dir=folder / "traces")
         if run.outcome != "ok":
             raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
         done.write_text(run.summary() + "\n")

@@ -81,21 +81,41 @@ def run_distributed(
     """Server + `workers` local workers on one model; the server's verdict."""
     java, jar = find_java(), str(find_jar())
     tmp = Path(tempfile.mkdtemp(prefix="shmref-deep-"))
-    server_cmd = [java, "-XX:+UseParallelGC", f"-Djava.io.tmpdir={tmp}", "-cp", jar,
-                  f"-Djava.rmi.server.hostname={host}", "tlc2.tool.distributed.TLCServer",
-                  "-metadir", str(tmp / "meta"), *(["-deadlock"] if model.deadlock else []),
-                  "-config", model.cfg_file, model.tla_file]
-    worker_cmd = [java, "-Dtlc2.tool.distributed.TLCWorker.threadCount=1", "-cp", jar,
-                  "tlc2.tool.distributed.TLCWorker", host]
+    server_cmd = [
+        java,
+        "-XX:+UseParallelGC",
+        f"-Djava.io.tmpdir={tmp}",
+        "-cp",
+        jar,
+        f"-Djava.rmi.server.hostname={host}",
+        "tlc2.tool.distributed.TLCServer",
+        "-metadir",
+        str(tmp / "meta"),
+        *(["-deadlock"] if model.deadlock else []),
+        "-config",
+        model.cfg_file,
+        model.tla_file,
+    ]
+    worker_cmd = [
+        java,
+        "-Dtlc2.tool.distributed.TLCWorker.threadCount=1",
+        "-cp",
+        jar,
+        "tlc2.tool.distributed.TLCWorker",
+        host,
+    ]
     print(f"    [{model.name}] more workers: {' '.join(worker_cmd)}", file=sys.stderr, flush=True)
     started = time.monotonic()
     local: list[subprocess.Popen[bytes]] = []
-    server = subprocess.Popen(server_cmd, cwd=spec_dir, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        server_cmd, cwd=spec_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         time.sleep(2)  # the server registers with RMI before workers may connect
-        local = [subprocess.Popen(worker_cmd, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) for _ in range(workers)]
+        local = [
+            subprocess.Popen(worker_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(workers)
+        ]
         output, _ = server.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         server.kill()
@@ -136,17 +156,24 @@ def cfg_invariants(cfg: Path) -> list[str]:
 
 def run_simulation(model: Model, spec_dir: Path, depth: int, num: int, seed: int) -> Result:
     try:
-        run = run_tlc(spec_dir / model.tla_file, spec_dir / model.cfg_file, workers=1,
-                      simulate=(num, depth, seed),
-                      extra_args=("-deadlock",) if model.deadlock else ())
+        run = run_tlc(
+            spec_dir / model.tla_file,
+            spec_dir / model.cfg_file,
+            workers=1,
+            simulate=(num, depth, seed),
+            extra_args=("-deadlock",) if model.deadlock else (),
+        )
     except TlcError as exc:
         return Result(model, "UNEXPECTED", None, str(exc))
     return judge(model, run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shmref.deep", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m shmref.deep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--only", action="append", metavar="MODEL")
     parser.add_argument("--workers", type=int, default=2, help="local TLCWorkers (default 2)")
     parser.add_argument("--host", default="localhost", help="the server's host name for workers")
@@ -176,8 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_result(res)
         results.append(res)
     bad = [r.model.name for r in results if not r.good]
-    print(f"deep: {len(results) - len(bad)} of {len(results)} model(s) as expected"
-          + (f"; UNEXPECTED: {', '.join(bad)}" if bad else ""), flush=True)
+    print(
+        f"deep: {len(results) - len(bad)} of {len(results)} model(s) as expected"
+        + (f"; UNEXPECTED: {', '.join(bad)}" if bad else ""),
+        flush=True,
+    )
     return 1 if bad else 0
 
 

@@ -155,8 +155,10 @@ def value_for(key: str, size: int, serde: Any) -> str | bytes:
     tag of the key, so that even a 1-unit chunk's value tells keys apart."""
     target = UNIT * size - MD_SIZE
     digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
-    tag = "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36] + \
-        "0123456789abcdefghijklmnopqrstuvwxyz"[digest // 36 % 36]
+    tag = (
+        "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36]
+        + "0123456789abcdefghijklmnopqrstuvwxyz"[digest // 36 % 36]
+    )
     pattern = tag + key + "|"
     for kind in (str, bytes):
         for length in range(target, -1, -1):
@@ -168,9 +170,11 @@ def value_for(key: str, size: int, serde: Any) -> str | bytes:
                 return value
             if total < target - UNIT:
                 break  # shorter values only get smaller
-    raise ValueError(f"no str or bytes value of key {key!r} serializes to exactly "
-                     f"{target - FLAG_BYTES} bytes with {type(serde).__name__} "
-                     f"(a {size}-unit chunk)")
+    raise ValueError(
+        f"no str or bytes value of key {key!r} serializes to exactly "
+        f"{target - FLAG_BYTES} bytes with {type(serde).__name__} "
+        f"(a {size}-unit chunk)"
+    )
 
 
 class Driver:
@@ -307,8 +311,9 @@ class Driver:
         counts nothing."""
         key, address, monotonic_id = handle
         signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
-        outcome = self._run(lambda: self.readers[reader].touch(
-            key, UNIT * address, monotonic_id, signature))
+        outcome = self._run(
+            lambda: self.readers[reader].touch(key, UNIT * address, monotonic_id, signature)
+        )
         return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     def get_begin_foreign(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
@@ -316,11 +321,15 @@ class Driver:
         and id, signed (as the seed documents: HMAC-SHA256 of sha256(key),
         address, id) with another segment's secret."""
         key, address, monotonic_id = handle
-        payload = (hashlib.sha256(key.encode()).digest() + (UNIT * address).to_bytes(8, "little")
-                   + monotonic_id.to_bytes(4, "little"))
+        payload = (
+            hashlib.sha256(key.encode()).digest()
+            + (UNIT * address).to_bytes(8, "little")
+            + monotonic_id.to_bytes(4, "little")
+        )
         signature = list(hmac.new(FOREIGN_SECRET, payload, hashlib.sha256).digest())
         outcome = self._run(
-            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key))
+            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key)
+        )
         return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     # -- reader actions: a read in three steps -----------------------------------

@@ -37,14 +37,33 @@ DATA = REPO / "docs" / "findings.toml"
 DOC = REPO / "FINDINGS.md"
 SNAPSHOT = REPO / "docs" / "seed-conformance.json"
 
-SEVERITIES = ("data returned to the wrong request", "crash or wedge", "resource leak",
-              "wrong error type", "documentation only")
-REACHES = ("normal operation", "a configuration", "an administrative call",
-           "API misuse only", "none known")
+SEVERITIES = (
+    "data returned to the wrong request",
+    "crash or wedge",
+    "resource leak",
+    "wrong error type",
+    "documentation only",
+)
+REACHES = (
+    "normal operation",
+    "a configuration",
+    "an administrative call",
+    "API misuse only",
+    "none known",
+)
 UPSTREAM = ("still present", "fixed", "changed")
 # reaches that a deployment triggers on its own need the vLLM code path that gets there
-REQUIRED = ("id", "title", "severity", "reach", "vllm_path", "upstream", "seed_tests",
-            "refimpl_tests", "replay")
+REQUIRED = (
+    "id",
+    "title",
+    "severity",
+    "reach",
+    "vllm_path",
+    "upstream",
+    "seed_tests",
+    "refimpl_tests",
+    "replay",
+)
 OPTIONAL = ("upstream_note", "refimpl_note", "refimpl_kept")
 FAILED = {"fail", "failed", "error"}  # oracle check statuses, compared in lower case
 
@@ -89,18 +108,25 @@ def _entry(raw: Any, index: int) -> Finding:
             raise FindingsError(f"{where}: {key} must be a non-empty list of pytest node ids")
         bad = [t for t in tests if not re.fullmatch(r"tests/[\w/]+\.py::test_\w+", t)]
         if bad:
-            raise FindingsError(f"{where}: {key} has ids that are not tests/FILE.py::test_NAME: "
-                                f"{bad}")
+            raise FindingsError(
+                f"{where}: {key} has ids that are not tests/FILE.py::test_NAME: {bad}"
+            )
     for key in ("id", "title", "vllm_path", "replay", *OPTIONAL):
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             raise FindingsError(f"{where}: {key} must be a non-empty string")
     if not raw["replay"].startswith("python -m "):
-        raise FindingsError(f"{where}: replay must be a 'python -m ...' command, "
-                            f"got {raw['replay']!r}")
+        raise FindingsError(
+            f"{where}: replay must be a 'python -m ...' command, got {raw['replay']!r}"
+        )
     if raw["reach"] in REACHES[:3] and raw["vllm_path"] == "none known":
         raise FindingsError(f"{where}: reach {raw['reach']!r} needs a vLLM code path")
-    return Finding(**{**raw, "seed_tests": tuple(raw["seed_tests"]),
-                      "refimpl_tests": tuple(raw["refimpl_tests"])})
+    return Finding(
+        **{
+            **raw,
+            "seed_tests": tuple(raw["seed_tests"]),
+            "refimpl_tests": tuple(raw["refimpl_tests"]),
+        }
+    )
 
 
 def load_findings(path: Path = DATA) -> list[Finding]:
@@ -136,9 +162,11 @@ def defined_tests(path: Path) -> dict[str, bool]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError) as exc:
         raise FindingsError(f"cannot read tests in {path}: {exc}") from exc
-    return {node.name: any(_is_xfail(d) for d in node.decorator_list)
-            for node in tree.body
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    return {
+        node.name: any(_is_xfail(d) for d in node.decorator_list)
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
 
 
 def xfail_map(findings: Sequence[Finding], repo: Path = REPO) -> dict[str, bool]:
@@ -156,8 +184,9 @@ def xfail_map(findings: Sequence[Finding], repo: Path = REPO) -> dict[str, bool]
             else:
                 out[node] = by_file[file][name]
     if missing:
-        raise FindingsError("regression tests named in the findings data do not exist: "
-                            + "; ".join(missing))
+        raise FindingsError(
+            "regression tests named in the findings data do not exist: " + "; ".join(missing)
+        )
     return out
 
 
@@ -167,8 +196,9 @@ def refimpl_closes(finding: Finding, xfail: Mapping[str, bool]) -> str:
     if finding.refimpl_kept:
         return f"no, kept ({finding.refimpl_kept})"
     open_tests = sum(xfail[t] for t in finding.refimpl_tests)
-    answer = ("yes" if open_tests == 0 else "no" if open_tests == len(finding.refimpl_tests)
-              else "partly")
+    answer = (
+        "yes" if open_tests == 0 else "no" if open_tests == len(finding.refimpl_tests) else "partly"
+    )
     return f"{answer} ({finding.refimpl_note})" if finding.refimpl_note else answer
 
 
@@ -178,29 +208,45 @@ def refimpl_closes(finding: Finding, xfail: Mapping[str, bool]) -> str:
 def ranked(findings: Sequence[Finding]) -> list[Finding]:
     """Worst first: by severity, then by how easily vLLM reaches it, then document order."""
     order = {f.id: i for i, f in enumerate(findings)}
-    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity),
-                                           REACHES.index(f.reach), order[f.id]))
+    return sorted(
+        findings, key=lambda f: (SEVERITIES.index(f.severity), REACHES.index(f.reach), order[f.id])
+    )
 
 
 def summary_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
     rows = []
     for f in ranked(findings):
         upstream = f"{f.upstream}: {f.upstream_note}" if f.upstream_note else f.upstream
-        rows.append([f.id, f.title, f.severity, f.reach, f"`{f.vllm_path}`"
-                     if f.vllm_path != "none known" else f.vllm_path, upstream,
-                     refimpl_closes(f, xfail)])
-    headers = ["#", "finding", "severity", "reach in vLLM", "vLLM code path", "vLLM upstream",
-               "refimpl closes it"]
+        rows.append(
+            [
+                f.id,
+                f.title,
+                f.severity,
+                f.reach,
+                f"`{f.vllm_path}`" if f.vllm_path != "none known" else f.vllm_path,
+                upstream,
+                refimpl_closes(f, xfail),
+            ]
+        )
+    headers = [
+        "#",
+        "finding",
+        "severity",
+        "reach in vLLM",
+        "vLLM code path",
+        "vLLM upstream",
+        "refimpl closes it",
+    ]
     return str(tabulate(rows, headers, tablefmt="github"))
 
 
 def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
     def names(tests: Sequence[str]) -> str:
-        return "<br>".join(f"`{t.split('::')[1]}`" + (" (xfail)" if xfail[t] else "")
-                           for t in tests)
+        return "<br>".join(
+            f"`{t.split('::')[1]}`" + (" (xfail)" if xfail[t] else "") for t in tests
+        )
 
-    rows = [[f.id, f"`{f.replay}`", names(f.seed_tests), names(f.refimpl_tests)]
-            for f in findings]
+    rows = [[f.id, f"`{f.replay}`", names(f.seed_tests), names(f.refimpl_tests)] for f in findings]
     return str(tabulate(rows, ["#", "replay", "seed shows it", "refimpl"], tablefmt="github"))
 
 
@@ -213,14 +259,18 @@ def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
     needs a `name` and a status."""
     levels = report.get("levels") if isinstance(report, Mapping) else None
     if isinstance(levels, Mapping):
-        items = [{"level": name, **body} for name, body in levels.items()
-                 if isinstance(body, Mapping)]
+        items = [
+            {"level": name, **body} for name, body in levels.items() if isinstance(body, Mapping)
+        ]
     elif isinstance(levels, list):
-        items = [{"level": e.get("level", e.get("name")), **e} for e in levels
-                 if isinstance(e, Mapping)]
+        items = [
+            {"level": e.get("level", e.get("name")), **e} for e in levels if isinstance(e, Mapping)
+        ]
     else:
-        raise FindingsError("oracle report has no 'levels' (expected the JSON written by "
-                            "python -m shmref.conformance)")
+        raise FindingsError(
+            "oracle report has no 'levels' (expected the JSON written by "
+            "python -m shmref.conformance)"
+        )
     items = [{**item, "status": item.get("status", item.get("result"))} for item in items]
     if not items or any(not item.get("level") or item["status"] is None for item in items):
         raise FindingsError("oracle report: every level needs a name and a status")
@@ -228,30 +278,40 @@ def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
     for item in items:
         checks = item.get("checks", item.get("properties", []))
         if not isinstance(checks, list) or any(
-                not isinstance(c, Mapping) or "name" not in c
-                or c.get("status", c.get("result")) is None for c in checks):
+            not isinstance(c, Mapping)
+            or "name" not in c
+            or c.get("status", c.get("result")) is None
+            for c in checks
+        ):
             raise FindingsError(f"oracle report: level {item['level']!r} has malformed checks")
-        statuses = [(str(c["name"]), str(c.get("status", c.get("result"))).lower())
-                    for c in checks]
-        out.append({
-            "level": str(item["level"]), "status": str(item["status"]),
-            "failing": sorted({name for name, status in statuses if status in FAILED}),
-            "assumptions": sorted({name for name, status in statuses
-                                   if status == "assumption"}),
-        })
+        statuses = [(str(c["name"]), str(c.get("status", c.get("result"))).lower()) for c in checks]
+        out.append(
+            {
+                "level": str(item["level"]),
+                "status": str(item["status"]),
+                "failing": sorted({name for name, status in statuses if status in FAILED}),
+                "assumptions": sorted(
+                    {name for name, status in statuses if status == "assumption"}
+                ),
+            }
+        )
     return {"impl": str(report.get("impl", "?")), "levels": out}
 
 
 def oracle_section(summary: Mapping[str, Any]) -> str:
     """The oracle's verdict on the seed: one row per level, then what fails."""
-    rows = [[lv["level"], f"**{lv['status']}**", len(lv["failing"]), len(lv["assumptions"])]
-            for lv in summary["levels"]]
-    out = [f"Generated from the oracle's report on `{summary['impl']}` "
-           f"(snapshot `{SNAPSHOT.relative_to(REPO)}`; refresh it with `make conformance "
-           "IMPL=seed` then `make findings "
-           "CONFORMANCE=build/conformance/shmref_seed/conformance.json`).", "",
-           tabulate(rows, ["level", "result", "failing properties", "assumptions"],
-                    tablefmt="github")]
+    rows = [
+        [lv["level"], f"**{lv['status']}**", len(lv["failing"]), len(lv["assumptions"])]
+        for lv in summary["levels"]
+    ]
+    out = [
+        f"Generated from the oracle's report on `{summary['impl']}` "
+        f"(snapshot `{SNAPSHOT.relative_to(REPO)}`; refresh it with `make conformance "
+        "IMPL=seed` then `make findings "
+        "CONFORMANCE=build/conformance/shmref_seed/conformance.json`).",
+        "",
+        tabulate(rows, ["level", "result", "failing properties", "assumptions"], tablefmt="github"),
+    ]
     for lv in summary["levels"]:
         for what, names in (("fails", lv["failing"]), ("assumes", lv["assumptions"])):
             if names:
@@ -259,21 +319,31 @@ def oracle_section(summary: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def sections(findings: Sequence[Finding], summary: Mapping[str, Any],
-             repo: Path = REPO) -> dict[str, str]:
+def sections(
+    findings: Sequence[Finding], summary: Mapping[str, Any], repo: Path = REPO
+) -> dict[str, str]:
     xfail = xfail_map(findings, repo)
-    return {"summary": summary_table(findings, xfail), "replay": replay_table(findings, xfail),
-            "oracle": oracle_section(summary)}
+    return {
+        "summary": summary_table(findings, xfail),
+        "replay": replay_table(findings, xfail),
+        "oracle": oracle_section(summary),
+    }
 
 
 def render(doc: str, generated: Mapping[str, str]) -> str:
     """Replace each marked section of `doc` with its generated text."""
     for name, text in generated.items():
-        pattern = re.compile(rf"(<!-- BEGIN GENERATED: {name} [^\n]*-->\n).*?"
-                             rf"(<!-- END GENERATED: {name} -->)", re.S)
+        pattern = re.compile(
+            rf"(<!-- BEGIN GENERATED: {name} [^\n]*-->\n).*?"
+            rf"(<!-- END GENERATED: {name} -->)",
+            re.S,
+        )
         if len(pattern.findall(doc)) != 1:
-            raise FindingsError(f"FINDINGS.md needs exactly one '<!-- BEGIN GENERATED: {name} "
-                                f"... -->' ... '<!-- END GENERATED: {name} -->' pair")
+            raise FindingsError(
+                f"FINDINGS.md needs exactly one '<!-- BEGIN GENERATED: {name} "
+                f"... -->' ... '<!-- END GENERATED: {name} -->' pair"
+            )
+
         def fill(match: re.Match[str], text: str = text) -> str:
             return match.group(1) + text.rstrip() + "\n" + match.group(2)
 
@@ -295,8 +365,9 @@ def load_summary(path: Path = SNAPSHOT) -> dict[str, Any]:
     return data if is_snapshot else summarize_conformance(data)
 
 
-def generate(doc: Path = DOC, data: Path = DATA, snapshot: Path = SNAPSHOT,
-             repo: Path = REPO) -> str:
+def generate(
+    doc: Path = DOC, data: Path = DATA, snapshot: Path = SNAPSHOT, repo: Path = REPO
+) -> str:
     """FINDINGS.md as it should be."""
     try:
         text = doc.read_text(encoding="utf-8")
@@ -306,12 +377,22 @@ def generate(doc: Path = DOC, data: Path = DATA, snapshot: Path = SNAPSHOT,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shmref.findings", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 with a diff if FINDINGS.md is stale")
-    parser.add_argument("--conformance", type=Path, metavar="FILE",
-                        help="the oracle's conformance.json: refresh the snapshot from it first")
+    parser = argparse.ArgumentParser(
+        prog="python -m shmref.findings",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="do not write; exit 1 with a diff if FINDINGS.md is stale",
+    )
+    parser.add_argument(
+        "--conformance",
+        type=Path,
+        metavar="FILE",
+        help="the oracle's conformance.json: refresh the snapshot from it first",
+    )
     parser.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT, help=argparse.SUPPRESS)
@@ -328,9 +409,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         if current == expected:
             return 0
-        sys.stdout.writelines(difflib.unified_diff(
-            current.splitlines(True), expected.splitlines(True),
-            "FINDINGS.md (committed)", "FINDINGS.md (generated)"))
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                current.splitlines(True),
+                expected.splitlines(True),
+                "FINDINGS.md (committed)",
+                "FINDINGS.md (generated)",
+            )
+        )
         print("FINDINGS.md is stale: run `make findings` and commit it", file=sys.stderr)
         return 1
     if current != expected:

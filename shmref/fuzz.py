@@ -60,14 +60,21 @@ class FuzzReport:
         return not (self.values or self.unexpected or self.unreadable)
 
     def summary(self) -> str:
-        return (f"fuzz: {self.calls} calls, {len(self.values)} values, "
-                f"{len(self.unexpected)} unexpected, {len(self.unreadable)} unreadable")
+        return (
+            f"fuzz: {self.calls} calls, {len(self.values)} values, "
+            f"{len(self.unexpected)} unexpected, {len(self.unreadable)} unreadable"
+        )
 
     def details(self) -> str:
-        lines = [self.summary(), "raised: " + ", ".join(
-            f"{name} {count}" for name, count in self.raised.most_common())]
-        for title, found in (("values", self.values), ("unexpected", self.unexpected),
-                             ("unreadable", self.unreadable)):
+        lines = [
+            self.summary(),
+            "raised: " + ", ".join(f"{name} {count}" for name, count in self.raised.most_common()),
+        ]
+        for title, found in (
+            ("values", self.values),
+            ("unexpected", self.unexpected),
+            ("unreadable", self.unreadable),
+        ):
             lines += [f"{title} (first {SHOWN}):", *(f"  {x}" for x in found[:SHOWN])]
         return "\n".join(lines)
 
@@ -101,7 +108,8 @@ class Fixture:
         self.ring = impl.SingleWriterShmRingBuffer(CAPACITY, create=True)
         resources.callback(self.ring.close)
         self.writer = impl.SingleWriterShmObjectStorage(
-            MAX_OBJECT, 1, self.ring, reader_lock=mp.Lock())
+            MAX_OBJECT, 1, self.ring, reader_lock=mp.Lock()
+        )
         self.reader = impl.SingleWriterShmObjectStorage.create_from_handle(self.writer.handle())
         resources.callback(self.reader.close)
         self.reader_ring = self.reader.ring_buffer
@@ -122,8 +130,11 @@ class Fixture:
 
     def sign(self, key: str, address: int, monotonic_id: int) -> list[int]:
         """A valid signature for any fields that fit the signed format."""
-        message = (hashlib.sha256(key.encode("utf-8")).digest()
-                   + address.to_bytes(8, "little") + monotonic_id.to_bytes(4, "little"))
+        message = (
+            hashlib.sha256(key.encode("utf-8")).digest()
+            + address.to_bytes(8, "little")
+            + monotonic_id.to_bytes(4, "little")
+        )
         return list(hmac.new(self.secret, message, hashlib.sha256).digest())
 
     def unreadable(self) -> list[str]:
@@ -152,13 +163,26 @@ def value_of(key: str) -> bytes:
 
 def look_alikes(value: int) -> st.SearchStrategy[Any]:
     """Wrong types, most of them equal to `value`."""
+
     class SubInt(int):
         pass
 
-    return st.sampled_from([
-        Fraction(value), float(value), Decimal(value), complex(value, 0), SubInt(value),
-        bool(value % 2), str(value), str(value).encode(), None, [value], (value,), object(),
-    ])
+    return st.sampled_from(
+        [
+            Fraction(value),
+            float(value),
+            Decimal(value),
+            complex(value, 0),
+            SubInt(value),
+            bool(value % 2),
+            str(value),
+            str(value).encode(),
+            None,
+            [value],
+            (value,),
+            object(),
+        ]
+    )
 
 
 def bad_int(low: int, high: int) -> st.SearchStrategy[int]:
@@ -171,13 +195,17 @@ def bad_int(low: int, high: int) -> st.SearchStrategy[int]:
 
 
 KEYS_BAD_TYPE: st.SearchStrategy[Any] = st.sampled_from(
-    [None, 0, 1.5, b"key", ["k"], ("k",), {"k": 1}, Fraction(1)])
+    [None, 0, 1.5, b"key", ["k"], ("k",), {"k": 1}, Fraction(1)]
+)
 KEYS_NOT_UTF8: st.SearchStrategy[Any] = st.sampled_from(
-    ["\ud800", "a\udfffb", "live-0\ud83d", "\udc80" * 3])
+    ["\ud800", "a\udfffb", "live-0\ud83d", "\udc80" * 3]
+)
 UNSERIALIZABLE = st.sampled_from([object(), {1, 2}, 2**70, lambda: 1, range(3), 1j])
 NOT_SIGNATURES = st.one_of(
-    st.lists(st.integers(0, 255), max_size=31), st.lists(st.integers(0, 255), min_size=33),
-    st.sampled_from([[256] * 32, [-1] * 32, [True] * 32, [1.0] * 32, bytes(32), "x" * 32]))
+    st.lists(st.integers(0, 255), max_size=31),
+    st.lists(st.integers(0, 255), min_size=33),
+    st.sampled_from([[256] * 32, [-1] * 32, [True] * 32, [1.0] * 32, bytes(32), "x" * 32]),
+)
 
 
 @st.composite
@@ -186,8 +214,7 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
     good = draw(st.sampled_from(fx.good))
     other = draw(st.sampled_from([h for h in fx.good if h is not good]))
     w, r, ring, rring = fx.writer, fx.reader, fx.ring, fx.reader_ring
-    near_end = draw(st.integers(CAPACITY - 7, CAPACITY - 1)) + CAPACITY * draw(
-        st.integers(0, 3))
+    near_end = draw(st.integers(CAPACITY - 7, CAPACITY - 1)) + CAPACITY * draw(st.integers(0, 3))
     absurd_id = draw(st.integers(2**31, 2**32 - 1))
 
     def case(label: str, call: Callable[[], Any], wrong_type: bool = False) -> Case:
@@ -198,21 +225,21 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
         return case(f"get({good.address}, {i!r})", lambda: w.get(good.address, i), True)
     if kind == "writer get, look-alike address":
         a = draw(look_alikes(good.address))
-        return case(f"get({a!r}, {good.monotonic_id})", lambda: w.get(a, good.monotonic_id),
-                    True)
+        return case(f"get({a!r}, {good.monotonic_id})", lambda: w.get(a, good.monotonic_id), True)
     if kind == "writer get, bad ints":
         a = draw(st.sampled_from([near_end, -1, 2**64, -(2**70), 2**64 + good.address]))
-        i = draw(st.one_of(bad_int(0, 2**32 - 1), st.just(absurd_id),
-                           st.just(other.monotonic_id)))
+        i = draw(st.one_of(bad_int(0, 2**32 - 1), st.just(absurd_id), st.just(other.monotonic_id)))
         return case(f"get({a}, {i})", lambda: w.get(a, i))
     if kind == "reader get, forged":
-        sig = draw(st.one_of(NOT_SIGNATURES, st.lists(st.integers(0, 255), min_size=32,
-                                                      max_size=32)))
-        return case(f"get(good, sig={sig!r:.40})",
-                    lambda: r.get(good.address, good.monotonic_id, sig, good.key))
+        sig = draw(
+            st.one_of(NOT_SIGNATURES, st.lists(st.integers(0, 255), min_size=32, max_size=32))
+        )
+        return case(
+            f"get(good, sig={sig!r:.40})",
+            lambda: r.get(good.address, good.monotonic_id, sig, good.key),
+        )
     if kind == "reader get, signed absurd":
-        a = draw(st.sampled_from([near_end, good.address, 2**64 - 1, 2**63 + 5,
-                                  good.address + 8]))
+        a = draw(st.sampled_from([near_end, good.address, 2**64 - 1, 2**63 + 5, good.address + 8]))
         i = draw(st.sampled_from([absurd_id, other.monotonic_id]))
         if a != good.address:  # inside an object, bytes could spell a live id
             i = absurd_id
@@ -223,39 +250,64 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
         h = draw(st.sampled_from(fx.stale))
         call = draw(st.sampled_from(["get", "touch"]))
         if call == "get":
-            return case(f"get(stale {h.key})",
-                        lambda: r.get(*h.args()))
-        return case(f"touch(stale {h.key})",
-                    lambda: r.touch(h.key, h.address, h.monotonic_id, h.signature))
+            return case(f"get(stale {h.key})", lambda: r.get(*h.args()))
+        return case(
+            f"touch(stale {h.key})", lambda: r.touch(h.key, h.address, h.monotonic_id, h.signature)
+        )
     if kind == "reader get, wrong types":
         field_name = draw(st.sampled_from(["address", "monotonic_id", "key"]))
         args: dict[str, Any] = {
-            "address": good.address, "monotonic_id": good.monotonic_id, "key": good.key}
-        args[field_name] = draw(KEYS_BAD_TYPE if field_name == "key"
-                                else look_alikes(args[field_name]))
+            "address": good.address,
+            "monotonic_id": good.monotonic_id,
+            "key": good.key,
+        }
+        args[field_name] = draw(
+            KEYS_BAD_TYPE if field_name == "key" else look_alikes(args[field_name])
+        )
         method = draw(st.sampled_from(["get", "touch", "verify_signature"]))
         if method == "get":
-            return case(f"get({args})", lambda: r.get(
-                args["address"], args["monotonic_id"], good.signature, args["key"]), True)
+            return case(
+                f"get({args})",
+                lambda: r.get(args["address"], args["monotonic_id"], good.signature, args["key"]),
+                True,
+            )
         if method == "touch":
-            return case(f"touch({args})", lambda: r.touch(
-                args["key"], args["address"], args["monotonic_id"], good.signature), True)
+            return case(
+                f"touch({args})",
+                lambda: r.touch(args["key"], args["address"], args["monotonic_id"], good.signature),
+                True,
+            )
         store = draw(st.sampled_from([w, r]))
-        return case(f"verify_signature({args})", lambda: store.verify_signature(
-            args["key"], args["address"], args["monotonic_id"], good.signature), True)
+        return case(
+            f"verify_signature({args})",
+            lambda: store.verify_signature(
+                args["key"], args["address"], args["monotonic_id"], good.signature
+            ),
+            True,
+        )
     if kind == "keys":
         key = draw(st.one_of(KEYS_BAD_TYPE, KEYS_NOT_UTF8))
         wrong = not isinstance(key, str)
-        method = draw(st.sampled_from(["put", "get_cached", "get_signature", "is_cached",
-                                       "touch", "reader touch", "reader get"]))
+        method = draw(
+            st.sampled_from(
+                [
+                    "put",
+                    "get_cached",
+                    "get_signature",
+                    "is_cached",
+                    "touch",
+                    "reader touch",
+                    "reader get",
+                ]
+            )
+        )
         calls: dict[str, Callable[[], Any]] = {
             "put": lambda: w.put(key, "v"),
             "get_cached": lambda: w.get_cached(key),
             "get_signature": lambda: w.get_signature(key),
             "is_cached": lambda: w.is_cached(key),
             "touch": lambda: w.touch(key),
-            "reader touch": lambda: r.touch(key, good.address, good.monotonic_id,
-                                            good.signature),
+            "reader touch": lambda: r.touch(key, good.address, good.monotonic_id, good.signature),
             "reader get": lambda: r.get(good.address, good.monotonic_id, good.signature, key),
         }
         return case(f"{method}({key!r})", calls[method], wrong)
@@ -271,23 +323,34 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
             return case(f"put(new, {n} bytes)", lambda: w.put("new", b"x" * n))
         return case("reader put", lambda: r.put("new", b"x"))
     if kind == "reader writer-only":
-        method = draw(st.sampled_from(["free_unused", "get_cached", "get_signature",
-                                       "release_touches", "is_cached"]))
-        calls = {"free_unused": r.free_unused, "release_touches": r.release_touches,
-                 "get_cached": lambda: r.get_cached(good.key),
-                 "get_signature": lambda: r.get_signature(good.key),
-                 "is_cached": lambda: r.is_cached(good.key)}
+        method = draw(
+            st.sampled_from(
+                ["free_unused", "get_cached", "get_signature", "release_touches", "is_cached"]
+            )
+        )
+        calls = {
+            "free_unused": r.free_unused,
+            "release_touches": r.release_touches,
+            "get_cached": lambda: r.get_cached(good.key),
+            "get_signature": lambda: r.get_signature(good.key),
+            "is_cached": lambda: r.is_cached(good.key),
+        }
         return case(f"reader {method}", calls[method])
     if kind == "ring sizes":
         size = draw(st.one_of(look_alikes(64), bad_int(1, 2**31 - 9)))
         target = draw(st.sampled_from([ring, rring]))
         who = "writer" if target is ring else "reader"
-        return case(f"{who} allocate_buf({size!r})", lambda: target.allocate_buf(size),
-                    type(size) is not int)
+        return case(
+            f"{who} allocate_buf({size!r})",
+            lambda: target.allocate_buf(size),
+            type(size) is not int,
+        )
     if kind == "ring addresses":
-        a = draw(st.sampled_from([
-            st.just(near_end), look_alikes(good.address), bad_int(0, 2**64 - 1)]).flatmap(
-            lambda strategy: strategy))
+        a = draw(
+            st.sampled_from(
+                [st.just(near_end), look_alikes(good.address), bad_int(0, 2**64 - 1)]
+            ).flatmap(lambda strategy: strategy)
+        )
         target = draw(st.sampled_from([ring, rring]))
         how = draw(st.sampled_from(["access_buf", "read_header"]))
 
@@ -299,16 +362,30 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
 
         return case(f"{how}({a!r})", access, type(a) is not int)
     if kind == "ring other":
-        what = draw(st.sampled_from(["free_buf fn", "free_buf nbytes", "reader free_buf",
-                                     "reader clear", "int2byte", "byte2int", "new ring",
-                                     "attach"]))
+        what = draw(
+            st.sampled_from(
+                [
+                    "free_buf fn",
+                    "free_buf nbytes",
+                    "reader free_buf",
+                    "reader clear",
+                    "int2byte",
+                    "byte2int",
+                    "new ring",
+                    "attach",
+                ]
+            )
+        )
         if what == "free_buf fn":
             fn = draw(st.sampled_from([None, 1, "f", b"f"]))
             return case(f"free_buf({fn!r})", lambda: list(ring.free_buf(fn)), True)
         if what == "free_buf nbytes":
             nbytes = draw(look_alikes(100).filter(lambda x: x is not None))  # None: all
-            return case(f"free_buf(nbytes={nbytes!r})",
-                        lambda: list(ring.free_buf(lambda *_: True, nbytes)), True)
+            return case(
+                f"free_buf(nbytes={nbytes!r})",
+                lambda: list(ring.free_buf(lambda *_: True, nbytes)),
+                True,
+            )
         if what == "reader free_buf":
             return case("reader free_buf", lambda: list(rring.free_buf(lambda *_: True)))
         if what == "reader clear":
@@ -321,38 +398,70 @@ def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
             return case(f"byte2int({data!r})", lambda: ring.byte2int(data), True)
         if what == "new ring":
             size = draw(st.one_of(look_alikes(128), bad_int(9, 2**63 - 33)))
-            return case(f"ring({size!r}, create=True)", lambda: _closing(
-                fx.impl.SingleWriterShmRingBuffer(size, create=True)), type(size) is not int)
-        name = draw(st.one_of(KEYS_BAD_TYPE, KEYS_NOT_UTF8, st.sampled_from(
-            ["", "a/b", "x\0y", "z" * 300])))
-        return case(f"ring(64, name={name!r})", lambda: _closing(
-            fx.impl.SingleWriterShmRingBuffer(64, name=name)), not isinstance(name, str))
+            return case(
+                f"ring({size!r}, create=True)",
+                lambda: _closing(fx.impl.SingleWriterShmRingBuffer(size, create=True)),
+                type(size) is not int,
+            )
+        name = draw(
+            st.one_of(KEYS_BAD_TYPE, KEYS_NOT_UTF8, st.sampled_from(["", "a/b", "x\0y", "z" * 300]))
+        )
+        return case(
+            f"ring(64, name={name!r})",
+            lambda: _closing(fx.impl.SingleWriterShmRingBuffer(64, name=name)),
+            not isinstance(name, str),
+        )
     if kind == "store other":
-        what = draw(st.sampled_from(
-            [m for m in ("get_copy", "get_end") if hasattr(r, m)]
-            + ["create_from_handle", "new store"]))
+        what = draw(
+            st.sampled_from(
+                [m for m in ("get_copy", "get_end") if hasattr(r, m)]
+                + ["create_from_handle", "new store"]
+            )
+        )
         thing = draw(st.sampled_from([None, 1, "read", b"", object(), (good.address,)]))
         if what == "get_copy":
             return case(f"get_copy({thing!r})", lambda: r.get_copy(thing), True)
         if what == "get_end":
             return case(f"get_end({thing!r})", lambda: r.get_end(thing), True)
         if what == "create_from_handle":
-            return case(f"create_from_handle({thing!r})", lambda: _closing(
-                fx.impl.SingleWriterShmObjectStorage.create_from_handle(thing)), True)
+            return case(
+                f"create_from_handle({thing!r})",
+                lambda: _closing(fx.impl.SingleWriterShmObjectStorage.create_from_handle(thing)),
+                True,
+            )
         position = draw(st.integers(0, 1))
         store_args: list[Any] = [MAX_OBJECT, 1]
-        bad = draw(st.one_of(look_alikes(store_args[position]),
-                             bad_int(1, 2**31 - 9) if position == 0 else bad_int(0, 2**31 - 1)))
+        bad = draw(
+            st.one_of(
+                look_alikes(store_args[position]),
+                bad_int(1, 2**31 - 9) if position == 0 else bad_int(0, 2**31 - 1),
+            )
+        )
         store_args[position] = bad
-        return case(f"store{tuple(store_args)}", lambda: fx.impl.SingleWriterShmObjectStorage(
-            *store_args, ring), type(bad) is not int)
+        return case(
+            f"store{tuple(store_args)}",
+            lambda: fx.impl.SingleWriterShmObjectStorage(*store_args, ring),
+            type(bad) is not int,
+        )
     raise AssertionError(kind)
 
 
-KINDS = ("writer get, look-alike id", "writer get, look-alike address", "writer get, bad ints",
-         "reader get, forged", "reader get, signed absurd", "reader get, stale",
-         "reader get, wrong types", "keys", "bad puts", "reader writer-only", "ring sizes",
-         "ring addresses", "ring other", "store other")
+KINDS = (
+    "writer get, look-alike id",
+    "writer get, look-alike address",
+    "writer get, bad ints",
+    "reader get, forged",
+    "reader get, signed absurd",
+    "reader get, stale",
+    "reader get, wrong types",
+    "keys",
+    "bad puts",
+    "reader writer-only",
+    "ring sizes",
+    "ring addresses",
+    "ring other",
+    "store other",
+)
 
 
 def _closing(ring: Any) -> Any:
@@ -383,8 +492,9 @@ def run_case(case: Case, report: FuzzReport) -> None:
     report.values.append(f"{case.label} -> {str(value)[:60]}")
 
 
-def fuzz(impl: ModuleType, calls: int = 10_240, batch: int = 64,
-         seed: int | None = 0) -> FuzzReport:
+def fuzz(
+    impl: ModuleType, calls: int = 10_240, batch: int = 64, seed: int | None = 0
+) -> FuzzReport:
     """Make at least `calls` bad calls on `impl`, checking after every `batch`
     that the earlier objects still read back. `seed=None`: a random run."""
     report = FuzzReport()
@@ -396,9 +506,13 @@ def fuzz(impl: ModuleType, calls: int = 10_240, batch: int = 64,
                 break
 
             @hypothesis.seed(base + round_)
-            @settings(max_examples=max(1, math.ceil((calls - report.calls) / batch)),
-                      database=None, deadline=None, phases=[Phase.generate],
-                      suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=max(1, math.ceil((calls - report.calls) / batch)),
+                database=None,
+                deadline=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @given(st.data())
             def run(data: st.DataObject) -> None:
                 for n in range(batch):  # every kind in turn: none is starved

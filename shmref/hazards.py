@@ -42,23 +42,45 @@ class Hazard:
 HAZARDS: tuple[Hazard, ...] = (
     Hazard("MCRingIdCollision", "ring: an allocation takes the id of a live chunk", True),
     Hazard("MCIdCollision", "a put takes the id of a live chunk (ID_MAX live chunks)", True),
-    Hazard("MCDoubleRead", "a reader reads a delivery twice; the other reader's read "
-           "of the reclaimed, reused chunk returns a foreign value", True),
-    Hazard("MCDoubleReadCount", "the late increment of a read whose chunk was reused "
-           "lands on the new chunk's count", True),
+    Hazard(
+        "MCDoubleRead",
+        "a reader reads a delivery twice; the other reader's read "
+        "of the reclaimed, reused chunk returns a foreign value",
+        True,
+    ),
+    Hazard(
+        "MCDoubleReadCount",
+        "the late increment of a read whose chunk was reused lands on the new chunk's count",
+        True,
+    ),
     Hazard("MCClearInFlight", "clear() with a read in flight, the chunk reused under it", True),
-    Hazard("MCClearDrain", "clear() with deliveries pending; a read begun after the "
-           "clear meets the reused chunk", True),
-    Hazard("MCCopyFail", "a read whose deserialization fails is never counted: the "
-           "chunk is pinned forever", True, liveness=True, quick=False),
-    Hazard("MCIdWrap", "ABA: ids wrap across clear() while a handle is outstanding; "
-           "the id check passes on another object (F4, a new secret on clear, closes it)",
-           True),
-    Hazard("MCLostReader", "a delivery is never read: its chunk is pinned forever "
-           "(assumption A1: each delivery is read by every reader)", False, liveness=True,
-           expect="stay pinned"),
+    Hazard(
+        "MCClearDrain",
+        "clear() with deliveries pending; a read begun after the clear meets the reused chunk",
+        True,
+    ),
+    Hazard(
+        "MCCopyFail",
+        "a read whose deserialization fails is never counted: the chunk is pinned forever",
+        True,
+        liveness=True,
+        quick=False,
+    ),
+    Hazard(
+        "MCIdWrap",
+        "ABA: ids wrap across clear() while a handle is outstanding; "
+        "the id check passes on another object (F4, a new secret on clear, closes it)",
+        True,
+    ),
+    Hazard(
+        "MCLostReader",
+        "a delivery is never read: its chunk is pinned forever "
+        "(assumption A1: each delivery is read by every reader)",
+        False,
+        liveness=True,
+        expect="stay pinned",
+    ),
 )
-
 
 
 # -- hazards ----------------------------------------------------------------------------
@@ -71,8 +93,7 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
     cache = REPO / "build" / "conformance" / "tlc" / f"{model}-{spec_digest()}.out"
     sources = [cache]
     check_out = REPO / "build" / "tlc" / f"{model}.out"
-    newest_spec = max(p.stat().st_mtime for p in SPEC_DIR.iterdir()
-                      if p.suffix in (".tla", ".cfg"))
+    newest_spec = max(p.stat().st_mtime for p in SPEC_DIR.iterdir() if p.suffix in (".tla", ".cfg"))
     if check_out.is_file() and check_out.stat().st_mtime > newest_spec:
         sources.append(check_out)
     for source in sources:
@@ -82,8 +103,13 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
                 return trace, str(source.relative_to(REPO))
     if not run_missing:
         return None, "not run (--quick and no cached TLC output; run without --quick)"
-    run = tlc.run_tlc(*model_files(model, SPEC_DIR), workers=1,
-                      extra_args=("-deadlock",), timeout=600, log_path=cache)
+    run = tlc.run_tlc(
+        *model_files(model, SPEC_DIR),
+        workers=1,
+        extra_args=("-deadlock",),
+        timeout=600,
+        log_path=cache,
+    )
     if run.trace is None:
         return None, f"TLC found no counterexample: {run.summary()}"
     return run.trace, str(cache.relative_to(REPO))
@@ -121,6 +147,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
     stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
     violation: str | None = None
     with replayer.driver() as driver:
+
         def step(index: int, action: Mapping[str, Any], spec_outcome: str) -> str | None:
             name = action["name"]
             reader = replayer.reader(action["reader"]) if "reader" in action else None
@@ -157,25 +184,38 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                     problem = f"got id {chunk_id}, the id of a live chunk"
                 reads[(chunk_id, address)] = [action.get("key", ""), 0]
             if name == "get_end" and outcome.status == "ok" and outcome.result != handle[0]:
-                problem = (f"the read of {_handle_text(handle)} returned "
-                           f"{outcome.result!s}'s value, not {handle[0]}'s")
+                problem = (
+                    f"the read of {_handle_text(handle)} returned "
+                    f"{outcome.result!s}'s value, not {handle[0]}'s"
+                )
             live = after.get("metadata", {})
             if len(live) >= replayer.constants["ID_MAX"] and problem is None:
-                problem = (f"{len(live)} live chunks with ID_MAX {replayer.constants['ID_MAX']}:"
-                           " the live id range is ambiguous (the next id is a live one)")
+                problem = (
+                    f"{len(live)} live chunks with ID_MAX {replayer.constants['ID_MAX']}:"
+                    " the live id range is ambiguous (the next id is a live one)"
+                )
             for key in [k for k in reads if live.get(k[0]) != k[1]]:
                 del reads[key]
             for chunk_id, address in live.items():
                 count = after.get("counts", {}).get(chunk_id)
                 named = reads.get((chunk_id, address), [None, 0])[1]
                 if count is not None and count > named and problem is None:
-                    problem = (f"chunk id {chunk_id} at {address} has count {count} but "
-                               f"only {named} read(s) named it")
+                    problem = (
+                        f"chunk id {chunk_id} at {address} has count {count} but "
+                        f"only {named} read(s) named it"
+                    )
             shown = outcome.status
             if name in ("put", "get_cached", "allocate_buf") and outcome.status == "ok":
                 shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
-            rows.append((index, describe(action), spec_outcome, shown,
-                         ("VIOLATION: " + problem) if problem else note))
+            rows.append(
+                (
+                    index,
+                    describe(action),
+                    spec_outcome,
+                    shown,
+                    ("VIOLATION: " + problem) if problem else note,
+                )
+            )
             return problem
 
         for state in trace.states[1:]:
@@ -185,8 +225,11 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
             except contract.MissingCapability:
                 raise
             except Exception as exc:  # the implementation's, named with its step
-                raise StepError(f"step {state.index}, {describe(action)}: the implementation "
-                                f"raised {type(exc).__name__}: {exc}", rows) from exc
+                raise StepError(
+                    f"step {state.index}, {describe(action)}: the implementation "
+                    f"raised {type(exc).__name__}: {exc}",
+                    rows,
+                ) from exc
             if violation:
                 break
         if hazard.liveness and violation is None:
@@ -194,9 +237,14 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
     return HazardReplay(hazard, violation, rows)
 
 
-def settle(driver: Driver, replayer: Replayer, trace: tlc.Trace,
-           stage: dict[Any, tuple[str, tuple[Any, ...]]], rows: list[Any],
-           step: Any) -> str | None:
+def settle(
+    driver: Driver,
+    replayer: Replayer,
+    trace: tlc.Trace,
+    stage: dict[Any, tuple[str, tuple[Any, ...]]],
+    rows: list[Any],
+    step: Any,
+) -> str | None:
     """After a liveness counterexample: finish every read in flight, read
     every pending delivery, release touches and free; all chunks must go."""
     last = trace.states[-1]
@@ -211,7 +259,7 @@ def settle(driver: Driver, replayer: Replayer, trace: tlc.Trace,
     inbox = last.vars.get("inbox", {})
     for name in names:
         bag = inbox.get(name, ()) if isinstance(inbox, Mapping) else ()
-        for handle, copies in (bag.items() if isinstance(bag, Mapping) else ()):
+        for handle, copies in bag.items() if isinstance(bag, Mapping) else ():
             for _ in range(copies):
                 reader = replayer.reader(name)
                 step(index, {"name": "get_begin", "reader": name, "handle": handle}, "(settle)")
@@ -225,8 +273,10 @@ def settle(driver: Driver, replayer: Replayer, trace: tlc.Trace,
         index += 1
     pinned = driver.observe().get("metadata", {})
     if pinned:
-        problem = (f"chunk(s) {sorted(pinned)} stay pinned after every read is done "
-                   "(free_unused can never reclaim them)")
+        problem = (
+            f"chunk(s) {sorted(pinned)} stay pinned after every read is done "
+            "(free_unused can never reclaim them)"
+        )
         rows.append((index, "(end)", "", "", "VIOLATION: " + problem))
         return problem
     return None
@@ -236,8 +286,9 @@ def _handle_text(handle: tuple[Any, ...]) -> str:
     return "<<" + ", ".join(str(x) for x in handle) + ">>"
 
 
-def hazard_check(name: str, impl: ModuleType, hazard: Hazard, trace: tlc.Trace | None,
-                 source: str) -> tuple[Check, HazardReplay | None]:
+def hazard_check(
+    name: str, impl: ModuleType, hazard: Hazard, trace: tlc.Trace | None, source: str
+) -> tuple[Check, HazardReplay | None]:
     what = hazard.what
     label = f"hazard {hazard.model}"
     if trace is None:
@@ -250,36 +301,46 @@ def hazard_check(name: str, impl: ModuleType, hazard: Hazard, trace: tlc.Trace |
     except StepError as exc:  # an implementation crash is a failure, named by its step
         check = Check(PROTOCOL, label, what, ERROR, detail=str(exc))
         table = HazardReplay(hazard, str(exc), exc.rows).table()
-        check.failures.append({"case": hazard.model, "trace": f"{exc}\n{table}",
-                               "command": command})
+        check.failures.append(
+            {"case": hazard.model, "trace": f"{exc}\n{table}", "command": command}
+        )
         return check, None
     except Exception as exc:  # building the driver (constructor, handle) failed
-        check = Check(PROTOCOL, label, what, ERROR,
-                      detail=f"setting up the replay: {type(exc).__name__}: {exc}")
+        check = Check(
+            PROTOCOL,
+            label,
+            what,
+            ERROR,
+            detail=f"setting up the replay: {type(exc).__name__}: {exc}",
+        )
         check.failures.append({"case": hazard.model, "trace": check.detail, "command": command})
         return check, None
     if replay.violation is None:
-        return Check(PROTOCOL, label, what, PASS,
-                     detail=f"closed (counterexample from {source})"), replay
+        return Check(
+            PROTOCOL, label, what, PASS, detail=f"closed (counterexample from {source})"
+        ), replay
     status = FAIL
     if not hazard.closable and hazard.expect in replay.violation:
         status = ASSUMPTION
     check = Check(PROTOCOL, label, what, status, detail=replay.violation)
     if status == ASSUMPTION:
-        check.detail = ("open, as for every seed-compatible implementation: "
-                        + replay.violation)
+        check.detail = "open, as for every seed-compatible implementation: " + replay.violation
     elif not hazard.closable:
-        check.detail = (f"a violation other than the hazard's own ({hazard.expect!r}): "
-                        + replay.violation)
-    check.failures.append({"case": hazard.model,
-                           "trace": f"TLC counterexample of spec/{hazard.model} ({source}), "
-                                    f"replayed on {name}:\n{replay.table()}",
-                           "command": command})
+        check.detail = (
+            f"a violation other than the hazard's own ({hazard.expect!r}): " + replay.violation
+        )
+    check.failures.append(
+        {
+            "case": hazard.model,
+            "trace": f"TLC counterexample of spec/{hazard.model} ({source}), "
+            f"replayed on {name}:\n{replay.table()}",
+            "command": command,
+        }
+    )
     return check, replay
 
 
 def hazard_command(name: str, hazard: Hazard, impl: ModuleType | None = None) -> str:
-    return shell(f"python -m shmref.conformance --impl {impl_arg(name)} "
-                 f"--hazard {hazard.model}", impl)
-
-
+    return shell(
+        f"python -m shmref.conformance --impl {impl_arg(name)} --hazard {hazard.model}", impl
+    )

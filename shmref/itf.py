@@ -44,23 +44,35 @@ from shmref.itf_schema import (
     set_of,
 )
 
-__all__ = ["ItfError", "SCHEMA", "read_recording", "read_trace", "recording_to_itf",
-           "trace_to_itf", "write_json"]
+__all__ = [
+    "ItfError",
+    "SCHEMA",
+    "read_recording",
+    "read_trace",
+    "recording_to_itf",
+    "trace_to_itf",
+    "write_json",
+]
 
 SCHEMA = "shmref-itf/1"
 TLC_INT_MAX = 2**31 - 1
 ADR = "https://apalache-mc.org/docs/adr/015adr-trace.html"
 RING_PARAMS: dict[str, Type] = {"N": INT, "ID_MAX": INT}
-STORAGE_PARAMS: dict[str, Type] = {**RING_PARAMS, "MAX_OBJ": INT,
-                                   "Readers": set_of(STR)}
-RECORDING_PARAMS: dict[str, Type] = {"N": INT, "ID_MAX": INT,
-                                     "MAX_OBJ": INT, "R": INT}
+STORAGE_PARAMS: dict[str, Type] = {**RING_PARAMS, "MAX_OBJ": INT, "Readers": set_of(STR)}
+RECORDING_PARAMS: dict[str, Type] = {"N": INT, "ID_MAX": INT, "MAX_OBJ": INT, "R": INT}
 RECORDING_ACTION = Action(recording=True)
 
 
 def _meta(kind: str, source: str, var_types: Mapping[str, Type], **extra: Any) -> dict[str, Any]:
-    return {"format": "ITF", "format-description": ADR, "schema": SCHEMA, "kind": kind,
-            "source": source, "varTypes": {n: t.text for n, t in var_types.items()}, **extra}
+    return {
+        "format": "ITF",
+        "format-description": ADR,
+        "schema": SCHEMA,
+        "kind": kind,
+        "source": source,
+        "varTypes": {n: t.text for n, t in var_types.items()},
+        **extra,
+    }
 
 
 # -- traces (spec -> implementation) ------------------------------------------------
@@ -85,8 +97,12 @@ def trace_to_itf(trace: tlc.Trace, constants: Mapping[str, Any], source: str) ->
         extra["stuttering"] = True
     if trace.back_to_action:
         extra["loopAction"] = trace.back_to_action
-    doc: dict[str, Any] = {"#meta": _meta("trace", source, schema, **extra),
-                           "params": list(params), "vars": list(schema), "states": []}
+    doc: dict[str, Any] = {
+        "#meta": _meta("trace", source, schema, **extra),
+        "params": list(params),
+        "vars": list(schema),
+        "states": [],
+    }
     for k, state in enumerate(trace.states):
         meta: dict[str, Any] = {"index": k}
         if state.action is not None:
@@ -126,8 +142,9 @@ def _header(doc: Any, kind: str) -> tuple[list[Any], list[str], list[str]]:
     for k, state in enumerate(doc["states"]):
         if not isinstance(state, dict):
             raise ItfError(f"state {k}: expected a JSON object, got {_kind(state)}")
-        index = state.get("#meta", {}).get("index", k) if isinstance(
-            state.get("#meta"), dict) else k
+        index = (
+            state.get("#meta", {}).get("index", k) if isinstance(state.get("#meta"), dict) else k
+        )
         if index != k:
             raise ItfError(f"state {k}: #meta.index is {index!r}, expected {k}")
     return doc["states"], doc["vars"], params
@@ -138,8 +155,10 @@ def _check_names(k: int, state: dict[str, Any], expected: set[str]) -> None:
     if expected - present:
         raise ItfError(f"state {k}: missing variable {sorted(expected - present)[0]}")
     if present - expected:
-        raise ItfError(f"state {k}: unknown variable {sorted(present - expected)[0]} "
-                       f"(the schema has {', '.join(sorted(expected))})")
+        raise ItfError(
+            f"state {k}: unknown variable {sorted(present - expected)[0]} "
+            f"(the schema has {', '.join(sorted(expected))})"
+        )
 
 
 def trace_from_itf(doc: Any) -> tuple[tlc.Trace, dict[str, Any]]:
@@ -149,13 +168,17 @@ def trace_from_itf(doc: Any) -> tuple[tlc.Trace, dict[str, Any]]:
     param_types = STORAGE_PARAMS if schema is STORAGE_VARS else RING_PARAMS
     if set(names) != set(schema):
         extra, lack = set(names) - set(schema), set(schema) - set(names)
-        what = f"unknown variable {sorted(extra)[0]}" if extra else \
-            f"missing variable {sorted(lack)[0]}"
+        what = (
+            f"unknown variable {sorted(extra)[0]}"
+            if extra
+            else f"missing variable {sorted(lack)[0]}"
+        )
         raise ItfError(f"vars: {what}")
     if set(params) != set(param_types):
         raise ItfError(f"params: expected {sorted(param_types)}, got {sorted(params)}")
-    constants = {n: t.decode(states[0].get(n), f"state 0, param {n}")
-                 for n, t in param_types.items()}
+    constants = {
+        n: t.decode(states[0].get(n), f"state 0, param {n}") for n, t in param_types.items()
+    }
     out: list[tlc.State] = []
     for k, state in enumerate(states):
         _check_names(k, state, set(schema) | (set(param_types) if k == 0 else set()))
@@ -166,9 +189,12 @@ def trace_from_itf(doc: Any) -> tuple[tlc.Trace, dict[str, Any]]:
     if loop is not None and (not isinstance(loop, int) or not 0 <= loop < len(out)):
         raise ItfError(f"loop: expected a state index in 0..{len(out) - 1}, got {loop!r}")
     meta = doc.get("#meta", {})
-    trace = tlc.Trace(out, back_to=None if loop is None else loop + 1,
-                      stuttering=bool(meta.get("stuttering", False)),
-                      back_to_action=meta.get("loopAction"))
+    trace = tlc.Trace(
+        out,
+        back_to=None if loop is None else loop + 1,
+        stuttering=bool(meta.get("stuttering", False)),
+        back_to_action=meta.get("loopAction"),
+    )
     return trace, constants
 
 
@@ -179,22 +205,27 @@ def read_trace(path: Path) -> tuple[tlc.Trace, dict[str, Any]]:
 # -- recordings (implementation -> spec) ---------------------------------------------
 
 
-def recording_to_itf(constants: Mapping[str, int], log: Sequence[Mapping[str, Any]],
-                     observed: Sequence[Mapping[str, Any]] | None = None,
-                     source: str = "shmref.recorder") -> dict[str, Any]:
+def recording_to_itf(
+    constants: Mapping[str, int],
+    log: Sequence[Mapping[str, Any]],
+    observed: Sequence[Mapping[str, Any]] | None = None,
+    source: str = "shmref.recorder",
+) -> dict[str, Any]:
     """A recording (the constants and one `last_action` per call) as ITF:
     state 0 is `init`, state i is the i-th call; `observed` (optional, one
     per state, state 0 included) adds the implementation's state."""
     names = sorted(observed[0]) if observed else []
     if observed is not None and len(observed) != len(log) + 1:
-        raise ItfError(f"observed: {len(observed)} states for {len(log)} calls "
-                       f"(expected one per call plus the initial state)")
+        raise ItfError(
+            f"observed: {len(observed)} states for {len(log)} calls "
+            f"(expected one per call plus the initial state)"
+        )
     unknown = sorted(set(names) - set(OBSERVABLE))
     if unknown:
-        raise ItfError(f"observed: unknown variable {unknown[0]} (the schema has "
-                       f"{', '.join(OBSERVABLE)})")
-    types: dict[str, Type] = {"last_action": RECORDING_ACTION,
-                              **{n: OBSERVABLE[n] for n in names}}
+        raise ItfError(
+            f"observed: unknown variable {unknown[0]} (the schema has {', '.join(OBSERVABLE)})"
+        )
+    types: dict[str, Type] = {"last_action": RECORDING_ACTION, **{n: OBSERVABLE[n] for n in names}}
     states: list[dict[str, Any]] = []
     entries: list[Mapping[str, Any]] = [{"name": "init", "outcome": "ok"}, *log]
     for k, entry in enumerate(entries):
@@ -210,52 +241,69 @@ def recording_to_itf(constants: Mapping[str, int], log: Sequence[Mapping[str, An
                 raise ItfError(f"state {k}: missing variable {name}")
             state[name] = OBSERVABLE[name].encode(observed[k][name], f"state {k}, variable {name}")
         states.append(state)
-    return {"#meta": _meta("recording", source, types), "params": list(RECORDING_PARAMS),
-            "vars": ["last_action", *names], "states": states}
+    return {
+        "#meta": _meta("recording", source, types),
+        "params": list(RECORDING_PARAMS),
+        "vars": ["last_action", *names],
+        "states": states,
+    }
 
 
-def recording_from_itf(doc: Any) -> tuple[dict[str, int], list[dict[str, Any]],
-                                          list[dict[str, Any]] | None]:
+def recording_from_itf(
+    doc: Any,
+) -> tuple[dict[str, int], list[dict[str, Any]], list[dict[str, Any]] | None]:
     """The constants, the log and the observed states (None if the file
     has none) of an ITF recording, schema-checked."""
     states, names, params = _header(doc, "recording")
     if not names or names[0] != "last_action" or len(set(names)) != len(names):
-        raise ItfError(f'vars: a recording has "last_action" first, then observed variables; '
-                       f"got {names}")
+        raise ItfError(
+            f'vars: a recording has "last_action" first, then observed variables; got {names}'
+        )
     unknown = sorted(set(names[1:]) - set(OBSERVABLE))
     if unknown:
-        raise ItfError(f"vars: unknown variable {unknown[0]} (a recording may observe "
-                       f"{', '.join(OBSERVABLE)})")
+        raise ItfError(
+            f"vars: unknown variable {unknown[0]} (a recording may observe {', '.join(OBSERVABLE)})"
+        )
     if set(params) != set(RECORDING_PARAMS):
         raise ItfError(f"params: expected {sorted(RECORDING_PARAMS)}, got {sorted(params)}")
-    constants = {n: t.decode(states[0].get(n), f"state 0, param {n}")
-                 for n, t in RECORDING_PARAMS.items()}
+    constants = {
+        n: t.decode(states[0].get(n), f"state 0, param {n}") for n, t in RECORDING_PARAMS.items()
+    }
     for name in ("N", "ID_MAX", "MAX_OBJ", "R"):
         if not 1 <= constants[name] <= TLC_INT_MAX:
-            raise ItfError(f"state 0, param {name}: must be in 1..{TLC_INT_MAX} (TLC's "
-                           f"integers), got {constants[name]}")
+            raise ItfError(
+                f"state 0, param {name}: must be in 1..{TLC_INT_MAX} (TLC's "
+                f"integers), got {constants[name]}"
+            )
     _check_names(0, states[0], {*names, *RECORDING_PARAMS})
     first = states[0]["last_action"]
     if first != {"name": "init", "outcome": "ok"}:
-        raise ItfError(f"state 0, variable last_action: expected the init record "
-                       f"{{\"name\": \"init\", \"outcome\": \"ok\"}}, got {json.dumps(first)}")
+        raise ItfError(
+            f"state 0, variable last_action: expected the init record "
+            f'{{"name": "init", "outcome": "ok"}}, got {json.dumps(first)}'
+        )
     log = []
     for k, state in enumerate(states[1:], start=1):
         _check_names(k, state, set(names))
         entry = dict(RECORDING_ACTION.decode(state["last_action"], f"state {k}, last_action"))
         if "reader" in entry and not 0 <= entry["reader"] < constants["R"]:
-            raise ItfError(f"state {k}, last_action.reader: {entry['reader']} is not a reader "
-                           f"index in 0..{constants['R'] - 1}")
+            raise ItfError(
+                f"state {k}, last_action.reader: {entry['reader']} is not a reader "
+                f"index in 0..{constants['R'] - 1}"
+            )
         log.append(entry)
     observed = None
     if len(names) > 1:
-        observed = [{n: OBSERVABLE[n].decode(state[n], f"state {k}, variable {n}")
-                     for n in names[1:]} for k, state in enumerate(states)]
+        observed = [
+            {n: OBSERVABLE[n].decode(state[n], f"state {k}, variable {n}") for n in names[1:]}
+            for k, state in enumerate(states)
+        ]
     return constants, log, observed
 
 
-def read_recording(path: Path) -> tuple[dict[str, int], list[dict[str, Any]],
-                                        list[dict[str, Any]] | None]:
+def read_recording(
+    path: Path,
+) -> tuple[dict[str, int], list[dict[str, Any]], list[dict[str, Any]] | None]:
     return recording_from_itf(load_json(path))
 
 
@@ -263,9 +311,15 @@ def read_recording(path: Path) -> tuple[dict[str, int], list[dict[str, Any]],
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number", type(None): "null"}.get(type(value),
-                                                                          type(value).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def load_json(path: Path) -> Any:
@@ -277,8 +331,9 @@ def load_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ItfError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}, "
-                       f"column {exc.colno}") from None
+        raise ItfError(
+            f"{path}: not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
 
 
 def write_json(doc: Mapping[str, Any], path: Path) -> None:
@@ -291,8 +346,12 @@ def write_json(doc: Mapping[str, Any], path: Path) -> None:
     path.write_text(text + "\n ]\n}\n", encoding="utf-8")
 
 
-def export_model(model: str, out: Path, simulate: tuple[int, int, int] | None = None,
-                 spec_dir: Path | None = None) -> list[Path]:
+def export_model(
+    model: str,
+    out: Path,
+    simulate: tuple[int, int, int] | None = None,
+    spec_dir: Path | None = None,
+) -> list[Path]:
     """Run TLC on spec/MODEL and write its counterexample, or `simulate`'s
     traces (num, depth, seed), as ITF files; returns the files written."""
     from shmref.manifest import ManifestError, model_files
@@ -308,8 +367,9 @@ def export_model(model: str, out: Path, simulate: tuple[int, int, int] | None = 
     constants = read_constants(cfg)
     if simulate is not None:
         with tempfile.TemporaryDirectory(prefix="shmref-itf-") as tmp:
-            run = tlc.run_tlc(tla, cfg, workers=1, simulate=simulate,
-                              simulate_dir=Path(tmp) / "traces")
+            run = tlc.run_tlc(
+                tla, cfg, workers=1, simulate=simulate, simulate_dir=Path(tmp) / "traces"
+            )
             if run.outcome not in ("ok", "invariant"):
                 raise tlc.TlcError(f"simulating {model}: {run.summary()}")
             traces = tlc.read_simulation_traces(Path(tmp) / "traces")
@@ -321,8 +381,10 @@ def export_model(model: str, out: Path, simulate: tuple[int, int, int] | None = 
         return written
     run = tlc.run_tlc(tla, cfg, workers=1)
     if run.trace is None:
-        raise ItfError(f"{model}: TLC found no counterexample ({run.summary()}); "
-                       f"export simulation traces with --simulate NUM")
+        raise ItfError(
+            f"{model}: TLC found no counterexample ({run.summary()}); "
+            f"export simulation traces with --simulate NUM"
+        )
     what = f"{model}.tla counterexample: {run.outcome} {run.violated or ''}".rstrip()
     write_json(trace_to_itf(run.trace, constants, what), Path(out))
     return [Path(out)]
@@ -343,13 +405,17 @@ def replay_file(path: Path, impl: Any, name: str | None = None) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shmref.itf", description=__doc__.split(
-        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m shmref.itf",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="TLC counterexample or simulation traces -> ITF")
     export.add_argument("model", help="a model of spec/, e.g. MCDoubleRead or MCStorage")
-    export.add_argument("--out", type=Path, required=True,
-                        help="the file (counterexample) or folder (--simulate)")
+    export.add_argument(
+        "--out", type=Path, required=True, help="the file (counterexample) or folder (--simulate)"
+    )
     export.add_argument("--simulate", type=int, metavar="NUM", help="NUM simulation traces")
     export.add_argument("--depth", type=int, default=40)
     export.add_argument("--seed", type=int, default=20261202)
@@ -361,8 +427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate = sub.add_parser("validate", help="trace-validate an ITF recording with TLC")
     validate.add_argument("file", type=Path)
     validate.add_argument("--out", type=Path, help="keep the generated module and TLC's output")
-    validate.add_argument("--spec", choices=("either", "fixed", "seed"), default="either",
-                          help="the protocol of refimpl (FIXED), of the seed, or either")
+    validate.add_argument(
+        "--spec",
+        choices=("either", "fixed", "seed"),
+        default="either",
+        help="the protocol of refimpl (FIXED), of the seed, or either",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "export":
@@ -396,8 +466,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.spec == "either":
             result = validate_either(recording, out_dir=args.out)
         else:
-            result = validate_recording(recording, switches={"FIXED": args.spec == "fixed"},
-                                        out_dir=args.out)
+            result = validate_recording(
+                recording, switches={"FIXED": args.spec == "fixed"}, out_dir=args.out
+            )
         print(result.explain())
         return 0 if result.accepted else 1
     except ItfError as exc:

@@ -48,8 +48,13 @@ def _order(encoded: Any) -> str:
 class Type:
     """One ITF type; `text` is its name in Apalache's type syntax."""
 
-    def __init__(self, kind: str, args: tuple[Type, ...] = (),
-                 fields: Mapping[str, Type] | None = None, text: str = "") -> None:
+    def __init__(
+        self,
+        kind: str,
+        args: tuple[Type, ...] = (),
+        fields: Mapping[str, Type] | None = None,
+        text: str = "",
+    ) -> None:
         self.kind = kind
         self.args = args
         self.fields = dict(fields or {})
@@ -74,19 +79,28 @@ class Type:
         if kind == "Tup":
             if not isinstance(value, (tuple, list)) or len(value) != len(self.args):
                 raise at(where, f"a tuple {self.text}", value)
-            return {"#tup": [t.encode(v, f"{where}[{i}]")
-                             for i, (t, v) in enumerate(zip(self.args, value, strict=True))]}
+            return {
+                "#tup": [
+                    t.encode(v, f"{where}[{i}]")
+                    for i, (t, v) in enumerate(zip(self.args, value, strict=True))
+                ]
+            }
         if kind == "Set":
             if not isinstance(value, (frozenset, set)):
                 raise at(where, f"a set ({self.text})", value)
-            return {"#set": sorted((self.args[0].encode(v, f"{where} element") for v in value),
-                                   key=_order)}
+            return {
+                "#set": sorted(
+                    (self.args[0].encode(v, f"{where} element") for v in value), key=_order
+                )
+            }
         if kind == "Map":
             mapping = _as_function(value)
             if mapping is None:
                 raise at(where, f"a function ({self.text})", value)
-            pairs = [[self.args[0].encode(k, f"{where} key"),
-                      self.args[1].encode(v, f"{where}[{k!r}]")] for k, v in mapping.items()]
+            pairs = [
+                [self.args[0].encode(k, f"{where} key"), self.args[1].encode(v, f"{where}[{k!r}]")]
+                for k, v in mapping.items()
+            ]
             return {"#map": sorted(pairs, key=lambda p: _order(p[0]))}
         if kind == "Rec":
             if not isinstance(value, Mapping) or set(value) != set(self.fields):
@@ -107,8 +121,12 @@ class Type:
         if kind == "Int":
             if isinstance(data, int) and not isinstance(data, bool):
                 return data
-            if isinstance(data, dict) and set(data) == {"#bigint"} and isinstance(
-                    data["#bigint"], str) and _BIGINT.match(data["#bigint"]):
+            if (
+                isinstance(data, dict)
+                and set(data) == {"#bigint"}
+                and isinstance(data["#bigint"], str)
+                and _BIGINT.match(data["#bigint"])
+            ):
                 return int(data["#bigint"])
             raise at(where, 'an integer (a JSON integer or {"#bigint": "digits"})', data)
         if kind in ("Str", "Bool"):
@@ -122,16 +140,20 @@ class Type:
         if kind == "Tup":
             items = _tagged(data, "#tup")
             if items is None or len(items) != len(self.args):
-                raise at(where, f'{{"#tup": [...]}} with {len(self.args)} items ({self.text})',
-                         data)
-            return tuple(t.decode(v, f"{where}[{i}]")
-                         for i, (t, v) in enumerate(zip(self.args, items, strict=True)))
+                raise at(
+                    where, f'{{"#tup": [...]}} with {len(self.args)} items ({self.text})', data
+                )
+            return tuple(
+                t.decode(v, f"{where}[{i}]")
+                for i, (t, v) in enumerate(zip(self.args, items, strict=True))
+            )
         if kind == "Set":
             items = _tagged(data, "#set")
             if items is None:
                 raise at(where, f'{{"#set": [...]}} ({self.text})', data)
-            return frozenset(self.args[0].decode(v, f"{where} element {i}")
-                             for i, v in enumerate(items))
+            return frozenset(
+                self.args[0].decode(v, f"{where} element {i}") for i, v in enumerate(items)
+            )
         if kind == "Map":
             pairs = _tagged(data, "#map")
             if pairs is None:
@@ -149,8 +171,9 @@ class Type:
             if not isinstance(data, dict):
                 raise at(where, f"a JSON object (record {self.text})", data)
             _fields_exactly(data, self.fields, set(), where)
-            return FrozenDict({n: t.decode(data[n], f"{where}.{n}")
-                               for n, t in self.fields.items()})
+            return FrozenDict(
+                {n: t.decode(data[n], f"{where}.{n}") for n, t in self.fields.items()}
+            )
         if kind == "OneOf":
             for option in self.args:
                 try:
@@ -214,41 +237,75 @@ def _as_function(value: Any) -> Mapping[Any, Any] | None:
     return None
 
 
-def _fields_exactly(data: Mapping[str, Any], required: Mapping[str, Any],
-                    optional: set[str], where: str) -> None:
+def _fields_exactly(
+    data: Mapping[str, Any], required: Mapping[str, Any], optional: set[str], where: str
+) -> None:
     missing = [n for n in required if n not in data]
     if missing:
         raise ItfError(f"{where}: missing field {missing[0]!r}")
     unknown = sorted(set(data) - set(required) - optional)
     if unknown:
-        raise ItfError(f"{where}: unknown field {unknown[0]!r} (expected "
-                       f"{', '.join(list(required) + sorted(optional))})")
+        raise ItfError(
+            f"{where}: unknown field {unknown[0]!r} (expected "
+            f"{', '.join(list(required) + sorted(optional))})"
+        )
 
 
 HANDLE = one_of(tup(), tup(STR, INT, INT))
 
 # outcomes each action can show in the spec
 _OUTCOMES = {
-    "init": "ok", "allocate_buf": "ok MemoryError", "mark_free": "ok", "free_buf": "ok",
-    "clear": "ok", "put": "ok ValueError MemoryError", "get_cached": "ok", "touch": "ok",
-    "release_touches": "ok", "free_unused": "ok KeyError", "get_begin": "ok rejected stale",
-    "get_copy": "ok DeserializeError", "get_end": "ok stale DeserializeError",
-    "get_check": "ok", "drop_delivery": "ok"}
+    "init": "ok",
+    "allocate_buf": "ok MemoryError",
+    "mark_free": "ok",
+    "free_buf": "ok",
+    "clear": "ok",
+    "put": "ok ValueError MemoryError",
+    "get_cached": "ok",
+    "touch": "ok",
+    "release_touches": "ok",
+    "free_unused": "ok KeyError",
+    "get_begin": "ok rejected stale",
+    "get_copy": "ok DeserializeError",
+    "get_end": "ok stale DeserializeError",
+    "get_check": "ok",
+    "drop_delivery": "ok",
+}
 ACTION_OUTCOMES = {name: frozenset(text.split()) for name, text in _OUTCOMES.items()}
 # what an implementation may show for any call of a recording
 RECORDED_OUTCOMES = frozenset(
-    "ok ValueError MemoryError KeyError rejected stale DeserializeError".split())
+    "ok ValueError MemoryError KeyError rejected stale DeserializeError".split()
+)
 # the arguments and results of each action (besides name and outcome);
 # "reader" and "value" differ between spec traces and recordings
 ACTION_FIELDS: dict[str, tuple[str, ...]] = {
-    "init": (), "allocate_buf": ("size",), "mark_free": ("id",),
-    "free_buf": ("nbytes", "freed"), "clear": (), "put": ("key", "size", "handle"),
-    "get_cached": ("key", "handle"), "touch": ("key",), "release_touches": (),
-    "free_unused": ("freed",), "get_begin": ("reader", "handle"), "get_copy": ("reader",),
-    "get_end": ("reader", "handle", "value"), "get_check": ("reader", "handle"),
-    "drop_delivery": ("reader", "handle")}
-RECORDED_ACTIONS = ("put", "get_cached", "touch", "release_touches", "free_unused", "clear",
-                    "get_begin", "get_copy", "get_end")
+    "init": (),
+    "allocate_buf": ("size",),
+    "mark_free": ("id",),
+    "free_buf": ("nbytes", "freed"),
+    "clear": (),
+    "put": ("key", "size", "handle"),
+    "get_cached": ("key", "handle"),
+    "touch": ("key",),
+    "release_touches": (),
+    "free_unused": ("freed",),
+    "get_begin": ("reader", "handle"),
+    "get_copy": ("reader",),
+    "get_end": ("reader", "handle", "value"),
+    "get_check": ("reader", "handle"),
+    "drop_delivery": ("reader", "handle"),
+}
+RECORDED_ACTIONS = (
+    "put",
+    "get_cached",
+    "touch",
+    "release_touches",
+    "free_unused",
+    "clear",
+    "get_begin",
+    "get_copy",
+    "get_end",
+)
 
 
 class Action(Type):
@@ -260,10 +317,16 @@ class Action(Type):
     def __init__(self, recording: bool = False) -> None:
         super().__init__("Action", text="{ name: Str, outcome: Str, ... } (see docs/itf.md)")
         self.recording = recording
-        self.field_types = {"size": INT, "id": INT, "nbytes": INT, "freed": seq_of(INT),
-                            "key": STR, "handle": HANDLE,
-                            "reader": INT if recording else STR,
-                            "value": STR if recording else seq_of(STR)}
+        self.field_types = {
+            "size": INT,
+            "id": INT,
+            "nbytes": INT,
+            "freed": seq_of(INT),
+            "key": STR,
+            "handle": HANDLE,
+            "reader": INT if recording else STR,
+            "value": STR if recording else seq_of(STR),
+        }
 
     def _shape(self, data: Mapping[str, Any], where: str) -> tuple[list[str], set[str]]:
         name = data.get("name")
@@ -272,8 +335,11 @@ class Action(Type):
             raise at(f"{where}.name", "one of " + ", ".join(names), name)
         outcomes = RECORDED_OUTCOMES if self.recording else ACTION_OUTCOMES[name]
         if data.get("outcome") not in outcomes:
-            raise at(f"{where}.outcome", f"one of {', '.join(sorted(outcomes))} for {name}",
-                     data.get("outcome"))
+            raise at(
+                f"{where}.outcome",
+                f"one of {', '.join(sorted(outcomes))} for {name}",
+                data.get("outcome"),
+            )
         fields = list(ACTION_FIELDS[name])
         optional: set[str] = set()
         if self.recording:
@@ -306,8 +372,10 @@ class Action(Type):
 
 _CELLS = fn(INT, INT)
 RING_VARS: dict[str, Type] = {
-    "data_buffer_start": INT, "data_buffer_end": INT,
-    "monotonic_id_start": INT, "monotonic_id_end": INT,
+    "data_buffer_start": INT,
+    "data_buffer_end": INT,
+    "monotonic_id_start": INT,
+    "monotonic_id_end": INT,
     "metadata": fn(INT, INT),
     "hdr_size": _CELLS,
     "marked": set_of(INT),
@@ -315,14 +383,18 @@ RING_VARS: dict[str, Type] = {
     "last_action": Action(),
 }
 STORAGE_VARS: dict[str, Type] = {
-    "data_buffer_start": INT, "data_buffer_end": INT,
-    "monotonic_id_start": INT, "monotonic_id_end": INT,
+    "data_buffer_start": INT,
+    "data_buffer_end": INT,
+    "monotonic_id_start": INT,
+    "monotonic_id_end": INT,
     "metadata": fn(INT, INT),
     "key_index": fn(STR, tup(INT, INT)),
     "id_index": fn(INT, STR),
     "writer_flag": fn(INT, INT),
     "touched": set_of(INT),
-    "hdr_id": _CELLS, "hdr_size": _CELLS, "count": _CELLS,
+    "hdr_id": _CELLS,
+    "hdr_size": _CELLS,
+    "count": _CELLS,
     "payload": fn(INT, STR),
     "issued": fn(HANDLE, INT),
     "inbox": fn(STR, fn(HANDLE, INT)),
@@ -334,8 +406,10 @@ STORAGE_VARS: dict[str, Type] = {
 # What a recording may add to each state besides last_action: the
 # implementation's state after the call, in units (docs/itf.md).
 OBSERVABLE: dict[str, Type] = {
-    "data_buffer_start": INT, "data_buffer_end": INT,
-    "monotonic_id_start": INT, "monotonic_id_end": INT,
+    "data_buffer_start": INT,
+    "data_buffer_end": INT,
+    "monotonic_id_start": INT,
+    "monotonic_id_end": INT,
     "metadata": fn(INT, INT),
     "key_index": fn(STR, tup(INT, INT)),
     "writer_flag": fn(INT, INT),

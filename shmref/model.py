@@ -170,8 +170,12 @@ class StoreModel:
         header = self.header.get(cell)
         if header is None or header[0] != monotonic_id:
             return Outcome("stale")
-        keys = {key for key, _ in (self.owner.get(c, ("<garbage>", 0))
-                                   for c in range(cell, cell + header[1]))}
+        keys = {
+            key
+            for key, _ in (
+                self.owner.get(c, ("<garbage>", 0)) for c in range(cell, cell + header[1])
+            )
+        }
         return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
 
     # -- reader actions ----------------------------------------------------------
@@ -183,8 +187,9 @@ class StoreModel:
             return Outcome("rejected")
         _key, address, monotonic_id = handle
         header = self.header.get(address % self.n)
-        return Outcome("ok") if header is not None and header[0] == monotonic_id \
-            else Outcome("stale")
+        return (
+            Outcome("ok") if header is not None and header[0] == monotonic_id else Outcome("stale")
+        )
 
     def get_begin_foreign(self, reader: int, handle: Handle) -> Outcome:
         """A handle signed with another storage's secret is refused."""

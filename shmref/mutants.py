@@ -65,8 +65,11 @@ def build_mutant(name: str) -> ModuleType:
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(REPO / "refimpl", target, ignore=shutil.ignore_patterns("__pycache__"))
     for path in target.glob("*.py"):
-        text = path.read_text().replace("refimpl.", f"{package}.").replace(
-            "from refimpl import", f"from {package} import")
+        text = (
+            path.read_text()
+            .replace("refimpl.", f"{package}.")
+            .replace("from refimpl import", f"from {package} import")
+        )
         if path.name == filename:
             if text.count(original) != 1:
                 raise RuntimeError(f"mutation {name}: the line to mutate is not in {filename}")

@@ -42,15 +42,18 @@ class Segment:
             size, name = ring_handle
             self.size = int(size)
         except (TypeError, ValueError) as exc:
-            raise LayoutError(f"ring.handle() is {ring_handle!r}, not (data_buffer_size, "
-                              "segment name)") from exc
+            raise LayoutError(
+                f"ring.handle() is {ring_handle!r}, not (data_buffer_size, segment name)"
+            ) from exc
         self.name = str(name)
         self._shm: shared_memory.SharedMemory | None = attach(self.name)
         if self._shm.size < SECRET_BYTES + self.size:
             have = self._shm.size
             self.close()
-            raise LayoutError(f"segment {self.name!r} has {have} bytes, fewer than the "
-                              f"{SECRET_BYTES}-byte secret + {self.size} data bytes")
+            raise LayoutError(
+                f"segment {self.name!r} has {have} bytes, fewer than the "
+                f"{SECRET_BYTES}-byte secret + {self.size} data bytes"
+            )
 
     def _buf(self) -> memoryview:
         if self._shm is None or self._shm.buf is None:
@@ -62,7 +65,7 @@ class Segment:
 
     def data(self) -> bytes:
         """Every data byte (after the secret)."""
-        return bytes(self._buf()[SECRET_BYTES:SECRET_BYTES + self.size])
+        return bytes(self._buf()[SECRET_BYTES : SECRET_BYTES + self.size])
 
     def header(self, address: int) -> tuple[int, int]:
         """(id, size incl. header) of the chunk at logical `address`."""
@@ -105,11 +108,15 @@ def first_difference(expected: bytes, actual: bytes, starts: Iterable[int] = ())
     where = f"data byte {at}"
     if chunk is not None:
         rel = at - chunk
-        field = next((f"{name}" for name, lo, hi in FIELDS if lo <= rel < hi),
-                     f"object byte {rel - HEADER_BYTES - COUNT_BYTES} after the count")
+        field = next(
+            (f"{name}" for name, lo, hi in FIELDS if lo <= rel < hi),
+            f"object byte {rel - HEADER_BYTES - COUNT_BYTES} after the count",
+        )
         lo = chunk + next((lo for _n, lo, hi in FIELDS if lo <= rel < hi), rel)
         hi = chunk + next((hi for _n, lo, hi in FIELDS if lo <= rel < hi), rel + 1)
-        return (f"{where}: field '{field}' of the chunk at offset {chunk} "
-                f"(bytes {lo}-{hi - 1}): expected {expected[lo:hi].hex()}, "
-                f"got {actual[lo:hi].hex()}")
-    return f"{where}: expected {expected[at:at + 16].hex()}, got {actual[at:at + 16].hex()}"
+        return (
+            f"{where}: field '{field}' of the chunk at offset {chunk} "
+            f"(bytes {lo}-{hi - 1}): expected {expected[lo:hi].hex()}, "
+            f"got {actual[lo:hi].hex()}"
+        )
+    return f"{where}: expected {expected[at : at + 16].hex()}, got {actual[at : at + 16].hex()}"

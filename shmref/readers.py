@@ -49,8 +49,11 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
             if verb == "get":
                 results.put(_outcome(storage.get, *args))
             elif verb == "begin":
-                outcome = _outcome(functools.partial(splitread.begin, serde=serde,
-                                                     lock=handle.reader_lock), storage, *args)
+                outcome = _outcome(
+                    functools.partial(splitread.begin, serde=serde, lock=handle.reader_lock),
+                    storage,
+                    *args,
+                )
                 read = outcome[1] if outcome[0] == "ok" else None
                 results.put((outcome[0], None if outcome[0] == "ok" else outcome[1]))
             elif verb == "copy":

@@ -32,9 +32,18 @@ from shmref.tracecheck import (
     validate_recording,
 )
 
-__all__ = ["DEFAULT_SWITCHES", "Recorder", "Recording", "Validation", "explain_step",
-           "random_workload", "tla_module", "tla_value", "validate_either",
-           "validate_recording"]
+__all__ = [
+    "DEFAULT_SWITCHES",
+    "Recorder",
+    "Recording",
+    "Validation",
+    "explain_step",
+    "random_workload",
+    "tla_module",
+    "tla_value",
+    "validate_either",
+    "validate_recording",
+]
 
 
 class Recorder:
@@ -62,8 +71,12 @@ class Recorder:
         max_obj, rest = divmod(writer.max_object_size + MD_SIZE, UNIT)
         if rest:
             raise ValueError(f"max_object_size {writer.max_object_size} is not 16*k - 8")
-        constants = {"N": self.driver.n_units, "ID_MAX": int(self.driver.ring.ID_MAX),
-                     "MAX_OBJ": max_obj, "R": len(self.driver.readers)}
+        constants = {
+            "N": self.driver.n_units,
+            "ID_MAX": int(self.driver.ring.ID_MAX),
+            "MAX_OBJ": max_obj,
+            "R": len(self.driver.readers),
+        }
         observed = [dict(o) for o in self.observed] if self.observed is not None else None
         return Recording(constants, [dict(e) for e in self.log], observed)
 
@@ -136,8 +149,7 @@ class Recorder:
             # (Ending the composed read would increment: shmref.splitread.)
             self.raised_at_copy.discard(reader)
             abandon()
-            return self._add("get_end", Outcome("DeserializeError"), reader=reader,
-                             handle=handle)
+            return self._add("get_end", Outcome("DeserializeError"), reader=reader, handle=handle)
         self.raised_at_copy.discard(reader)
         outcome = self.driver.get_end(reader)
         fields: dict[str, Any] = {"reader": reader, "handle": handle}
@@ -146,9 +158,14 @@ class Recorder:
         return self._add("get_end", outcome, **fields)
 
 
-def random_workload(rec: Recorder, steps: int, seed: int,
-                    keys: tuple[str, ...] = ("a", "b", "c", "d", "e"),
-                    copy_failures: bool = True, keep_a3: bool = True) -> None:
+def random_workload(
+    rec: Recorder,
+    steps: int,
+    seed: int,
+    keys: tuple[str, ...] = ("a", "b", "c", "d", "e"),
+    copy_failures: bool = True,
+    keep_a3: bool = True,
+) -> None:
     """A seeded random run that keeps to A1 (each delivery is read at most
     once by each reader): puts (some too large), get_cached, touch,
     release_touches, free_unused, clear (even with reads in flight),

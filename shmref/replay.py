@@ -74,21 +74,27 @@ class ReplayReport:
         return self.diverged_at is None
 
     def table(self) -> str:
-        lines = [f"replay of {self.name}: " + (
-            "all steps match" if self.ok else f"diverged at state {self.diverged_at}"),
-            f"{'#':>3}  {'action':<44} {'spec':<12} {'impl':<12} result"]
+        lines = [
+            f"replay of {self.name}: "
+            + ("all steps match" if self.ok else f"diverged at state {self.diverged_at}"),
+            f"{'#':>3}  {'action':<44} {'spec':<12} {'impl':<12} result",
+        ]
         for step in self.steps:
             verdict = "ok" if not step.problems else "DIVERGED: " + "; ".join(step.problems)
-            lines.append(f"{step.index:>3}  {step.action:<44} {step.expected:<12} "
-                         f"{step.got:<12} {verdict}")
+            lines.append(
+                f"{step.index:>3}  {step.action:<44} {step.expected:<12} {step.got:<12} {verdict}"
+            )
             if step.problems:
                 lines.append(step.drawing)
         return "\n".join(lines)
 
 
 def describe(action: Mapping[str, Any]) -> str:
-    args = ", ".join(f"{k}={_show(v)}" for k, v in action.items()
-                     if k not in ("name", "outcome", "value", "freed"))
+    args = ", ".join(
+        f"{k}={_show(v)}"
+        for k, v in action.items()
+        if k not in ("name", "outcome", "value", "freed")
+    )
     return f"{action['name']}({args})"
 
 
@@ -135,15 +141,22 @@ class Replayer:
 
     def driver(self) -> Driver:
         c = self.constants
-        driver = Driver(self.impl, c["N"], n_readers=len(self.readers), id_max=c["ID_MAX"],
-                        max_obj=c.get("MAX_OBJ"), storage=not self.ring_only,
-                        reader_processes=self.reader_processes)
+        driver = Driver(
+            self.impl,
+            c["N"],
+            n_readers=len(self.readers),
+            id_max=c["ID_MAX"],
+            max_obj=c.get("MAX_OBJ"),
+            storage=not self.ring_only,
+            reader_processes=self.reader_processes,
+        )
         if c.get("FIXED") is False and hasattr(driver.writer, "RECLAIM_EXTRA"):
             driver.writer.RECLAIM_EXTRA = 0  # a model of the seed: its reclaim target
         return driver
 
-    def replay(self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
-               ) -> ReplayReport:
+    def replay(
+        self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
+    ) -> ReplayReport:
         report = ReplayReport(name)
         with self.driver() as driver:
             for state in trace.states[1:]:
@@ -151,14 +164,23 @@ class Replayer:
                 outcome = self.perform(driver, action)
                 observed = driver.observe()
                 problems = self.compare(state.vars, observed, action, outcome)
-                sizes = {a % self.constants["N"]: s for a, s in
-                         _sizes(state.vars, self.constants["N"]).items()}
+                sizes = {
+                    a % self.constants["N"]: s
+                    for a, s in _sizes(state.vars, self.constants["N"]).items()
+                }
                 got = outcome.status
                 if got == "ok" and action["name"] in ("put", "get_cached", "allocate_buf"):
                     got = f"ok {tuple(outcome.result)}"  # the implementation's own numbers
-                report.steps.append(Step(state.index, describe(action),
-                                         action.get("outcome", "ok"), got, problems,
-                                         draw_ring(observed, self.constants["N"], sizes)))
+                report.steps.append(
+                    Step(
+                        state.index,
+                        describe(action),
+                        action.get("outcome", "ok"),
+                        got,
+                        problems,
+                        draw_ring(observed, self.constants["N"], sizes),
+                    )
+                )
                 if problems and stop_at_divergence:
                     break
         return report
@@ -176,24 +198,35 @@ class Replayer:
         outcome: Outcome = getattr(driver, name)(*args, **kwargs)
         return outcome
 
-    def compare(self, spec: Mapping[str, Any], observed: Mapping[str, Any],
-                action: Mapping[str, Any], outcome: Outcome) -> list[str]:
+    def compare(
+        self,
+        spec: Mapping[str, Any],
+        observed: Mapping[str, Any],
+        action: Mapping[str, Any],
+        outcome: Outcome,
+    ) -> list[str]:
         problems = []
         expected_outcome = action.get("outcome", "ok")
         if outcome.status != expected_outcome and not (
-                action["name"] == "get_copy" and expected_outcome == "DeserializeError"):
+            action["name"] == "get_copy" and expected_outcome == "DeserializeError"
+        ):
             problems.append(f"outcome {outcome.status} ({outcome.result}), spec {expected_outcome}")
         if action["name"] == "get_end" and expected_outcome == "ok" and outcome.status == "ok":
             cells = set(action.get("value", ()))
             want = next(iter(cells)) if len(cells) == 1 else "<foreign>"
-            if outcome.result != want and not (want == "<foreign>" and outcome.result
-                                                != action["handle"][0]):
+            if outcome.result != want and not (
+                want == "<foreign>" and outcome.result != action["handle"][0]
+            ):
                 problems.append(f"read returned {outcome.result}, spec {want}")
         if action["name"] == "free_buf" and outcome.status == "ok":
             if list(outcome.result) != list(action.get("freed", ())):
                 problems.append(f"freed ids {outcome.result}, spec {list(action['freed'])}")
-        for var in ("data_buffer_start", "data_buffer_end", "monotonic_id_start",
-                    "monotonic_id_end"):
+        for var in (
+            "data_buffer_start",
+            "data_buffer_end",
+            "monotonic_id_start",
+            "monotonic_id_end",
+        ):
             if var in observed and observed[var] != spec[var]:
                 problems.append(f"{var} {observed[var]}, spec {spec[var]}")
         if "metadata" in observed and observed["metadata"] != as_dict(spec["metadata"]):
@@ -204,15 +237,18 @@ class Replayer:
         if "key_index" in observed and observed["key_index"] != key_index:
             problems.append(f"key_index {observed['key_index']}, spec {key_index}")
         if "writer_flag" in observed and observed["writer_flag"] != as_dict(spec["writer_flag"]):
-            problems.append(f"writer_flag {observed['writer_flag']}, "
-                            f"spec {as_dict(spec['writer_flag'])}")
+            problems.append(
+                f"writer_flag {observed['writer_flag']}, spec {as_dict(spec['writer_flag'])}"
+            )
         if "touched" in observed and observed["touched"] != set(spec["touched"]):
             problems.append(f"touched {observed['touched']}, spec {set(spec['touched'])}")
         if "counts" in observed:
             count = as_dict(spec["count"])
             n = self.constants["N"]
-            want = {i: count[(a % n) + 1 if 0 not in count else a % n]
-                    for i, a in as_dict(spec["metadata"]).items()}
+            want = {
+                i: count[(a % n) + 1 if 0 not in count else a % n]
+                for i, a in as_dict(spec["metadata"]).items()
+            }
             if observed["counts"] != want:
                 problems.append(f"counts {observed['counts']}, spec {want}")
         return problems
@@ -225,8 +261,9 @@ class Replayer:
 NO_CALL = {"drop_delivery", "get_check"}
 
 
-def step_call(action: Mapping[str, Any], readers: Sequence[Any]
-              ) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
+def step_call(
+    action: Mapping[str, Any], readers: Sequence[Any]
+) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
     """The Driver method, positional and keyword arguments for a trace step
     (`last_action`), or None when the step calls nothing. Readers are named in
     traces (`r1`) and numbered in the driver (their index in `readers`)."""
@@ -234,18 +271,32 @@ def step_call(action: Mapping[str, Any], readers: Sequence[Any]
     if name in NO_CALL:
         return None
     arguments = {
-        "allocate_buf": ("size",), "mark_free": ("id",), "free_buf": ("nbytes",),
-        "put": ("key", "size"), "get_cached": ("key",), "touch": ("key",),
-        "release_touches": (), "free_unused": (), "clear": (),
-        "get_begin": ("reader", "handle"), "get_copy": ("reader",), "get_end": ("reader",),
+        "allocate_buf": ("size",),
+        "mark_free": ("id",),
+        "free_buf": ("nbytes",),
+        "put": ("key", "size"),
+        "get_cached": ("key",),
+        "touch": ("key",),
+        "release_touches": (),
+        "free_unused": (),
+        "clear": (),
+        "get_begin": ("reader", "handle"),
+        "get_copy": ("reader",),
+        "get_end": ("reader",),
     }
     if name not in arguments:
         raise ValueError(f"trace step {name!r} has no implementation action")
-    args = tuple(readers.index(action[a]) if a == "reader"
-                 else tuple(action[a]) if a == "handle" else action[a]
-                 for a in arguments[name])
-    kwargs = {"fail": True} if name == "get_copy" and action.get(
-        "outcome") == "DeserializeError" else {}
+    args = tuple(
+        readers.index(action[a])
+        if a == "reader"
+        else tuple(action[a])
+        if a == "handle"
+        else action[a]
+        for a in arguments[name]
+    )
+    kwargs = (
+        {"fail": True} if name == "get_copy" and action.get("outcome") == "DeserializeError" else {}
+    )
     return name, args, kwargs
 
 

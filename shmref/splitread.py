@@ -20,8 +20,9 @@ from shmref.contract import COUNT_BYTES, MissingCapability, split_read_missing
 class SeedRead:
     """An in-flight read composed from the seed's API."""
 
-    def __init__(self, storage: Any, resources: ExitStack, view: Any, serde: Any,
-                 lock: Any) -> None:
+    def __init__(
+        self, storage: Any, resources: ExitStack, view: Any, serde: Any, lock: Any
+    ) -> None:
         self.storage, self.resources, self.view = storage, resources, view
         self.serde, self.lock = serde, lock
         self.value: Any = None
@@ -42,13 +43,24 @@ class SeedRead:
         return self.value
 
 
-def begin(storage: Any, address: int, monotonic_id: int, signature: Any, key: Any, *,
-          serde: Any = None, lock: Any = None) -> Any:
+def begin(
+    storage: Any,
+    address: int,
+    monotonic_id: int,
+    signature: Any,
+    key: Any,
+    *,
+    serde: Any = None,
+    lock: Any = None,
+) -> Any:
     """Start a read. `serde` (an instance of the handle's serde class) and
     `lock` (the handle's reader lock; None for the writer, which does not
     count) are needed only when the read is composed from the seed's pieces."""
-    if hasattr(storage, "get_begin") and hasattr(storage, "get_copy") \
-            and hasattr(storage, "get_end"):
+    if (
+        hasattr(storage, "get_begin")
+        and hasattr(storage, "get_copy")
+        and hasattr(storage, "get_end")
+    ):
         return storage.get_begin(address, monotonic_id, signature, key)
     lacking = split_read_missing(storage)
     if lacking is not None:

@@ -60,69 +60,137 @@ class TestGroup:
 TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(SEED, "tests/test_ring.py", "ring: docstring scenarios, ids"),
     TestGroup(SEED, "tests/test_storage.py", "storage: handles, counting, reclamation"),
-    TestGroup(SEED, "tests/test_layout.py::test_same_results_as_seed",
-              "differential: one call sequence on the seed and the impl, same results"),
-    TestGroup(SEED, "tests/test_layout.py::test_same_segment_bytes_as_seed",
-              "same addresses, ids and segment bytes as the seed after every call"),
-    TestGroup(SEED, "tests/test_layout.py::test_seed_writer_impl_readers",
-              "the seed's writer, impl readers, one segment"),
-    TestGroup(SEED, "tests/test_layout.py::test_impl_writer_seed_readers",
-              "impl writer, the seed's readers, one segment"),
-    TestGroup(SEED, "tests/test_layout.py::test_mixed_readers_on_one_segment",
-              "readers of the seed, refimpl and the impl on one segment"),
-    TestGroup(HARDENED, "tests/test_ring.py::TestBadInput",
-              "ring: bad input is a clear ValueError", closes="findings 1, 4, 9, 12, 14"),
-    TestGroup(HARDENED, "tests/test_storage.py::TestBadHandles",
-              "storage: every malformed handle is a ValueError", closes="finding 2"),
-    TestGroup(HARDENED, "tests/test_storage.py::TestBadPuts",
-              "storage: bad puts and misuse are clear errors, nothing left half-done",
-              closes="findings 1, 3, 6, 9"),
-    TestGroup(HARDENED, "tests/test_layout.py::test_same_results_as_refimpl",
-              "differential: refimpl's result on every call, bad input included",
-              closes="findings 1-3, 6, 7, 9, 12"),
-    TestGroup(PROTOCOL, "tests/test_replay.py::test_simulation_corpus_replays[MCStorage]",
-              "TLC simulation traces of MCStorage replayed step by step",
-              name="replay MCStorage"),
-    TestGroup(PROTOCOL, "tests/test_replay.py::test_simulation_corpus_replays[MCRing]",
-              "TLC simulation traces of MCRing replayed step by step", quick=False,
-              name="replay MCRing"),
-    TestGroup(PROTOCOL, "tests/test_replay.py::test_allocator_state_graph_every_edge",
-              "every edge of the allocator's state graph replayed", quick=False),
-    TestGroup(PROTOCOL, "tests/test_stateful.py::test_store_machine",
-              "Hypothesis state machine beside the pure model"),
-    TestGroup(PROTOCOL, "tests/test_stateful.py::test_store_machine_from_tlc_traces",
-              "state machine seeded with TLC trace prefixes"),
-    TestGroup(PROTOCOL, "tests/test_stateful.py::test_store_machine_small_ids",
-              "state machine with ID_MAX 3 (ids wrap, live-id limit)", quick=False),
+    TestGroup(
+        SEED,
+        "tests/test_layout.py::test_same_results_as_seed",
+        "differential: one call sequence on the seed and the impl, same results",
+    ),
+    TestGroup(
+        SEED,
+        "tests/test_layout.py::test_same_segment_bytes_as_seed",
+        "same addresses, ids and segment bytes as the seed after every call",
+    ),
+    TestGroup(
+        SEED,
+        "tests/test_layout.py::test_seed_writer_impl_readers",
+        "the seed's writer, impl readers, one segment",
+    ),
+    TestGroup(
+        SEED,
+        "tests/test_layout.py::test_impl_writer_seed_readers",
+        "impl writer, the seed's readers, one segment",
+    ),
+    TestGroup(
+        SEED,
+        "tests/test_layout.py::test_mixed_readers_on_one_segment",
+        "readers of the seed, refimpl and the impl on one segment",
+    ),
+    TestGroup(
+        HARDENED,
+        "tests/test_ring.py::TestBadInput",
+        "ring: bad input is a clear ValueError",
+        closes="findings 1, 4, 9, 12, 14",
+    ),
+    TestGroup(
+        HARDENED,
+        "tests/test_storage.py::TestBadHandles",
+        "storage: every malformed handle is a ValueError",
+        closes="finding 2",
+    ),
+    TestGroup(
+        HARDENED,
+        "tests/test_storage.py::TestBadPuts",
+        "storage: bad puts and misuse are clear errors, nothing left half-done",
+        closes="findings 1, 3, 6, 9",
+    ),
+    TestGroup(
+        HARDENED,
+        "tests/test_layout.py::test_same_results_as_refimpl",
+        "differential: refimpl's result on every call, bad input included",
+        closes="findings 1-3, 6, 7, 9, 12",
+    ),
+    TestGroup(
+        PROTOCOL,
+        "tests/test_replay.py::test_simulation_corpus_replays[MCStorage]",
+        "TLC simulation traces of MCStorage replayed step by step",
+        name="replay MCStorage",
+    ),
+    TestGroup(
+        PROTOCOL,
+        "tests/test_replay.py::test_simulation_corpus_replays[MCRing]",
+        "TLC simulation traces of MCRing replayed step by step",
+        quick=False,
+        name="replay MCRing",
+    ),
+    TestGroup(
+        PROTOCOL,
+        "tests/test_replay.py::test_allocator_state_graph_every_edge",
+        "every edge of the allocator's state graph replayed",
+        quick=False,
+    ),
+    TestGroup(
+        PROTOCOL,
+        "tests/test_stateful.py::test_store_machine",
+        "Hypothesis state machine beside the pure model",
+    ),
+    TestGroup(
+        PROTOCOL,
+        "tests/test_stateful.py::test_store_machine_from_tlc_traces",
+        "state machine seeded with TLC trace prefixes",
+    ),
+    TestGroup(
+        PROTOCOL,
+        "tests/test_stateful.py::test_store_machine_small_ids",
+        "state machine with ID_MAX 3 (ids wrap, live-id limit)",
+        quick=False,
+    ),
 )
-NOT_RUN_GROUPS = ("tests/test_stateful.py::test_store_machine_reader_processes (readers in "
-                  "processes; minutes to shrink a failure)")
-
+NOT_RUN_GROUPS = (
+    "tests/test_stateful.py::test_store_machine_reader_processes (readers in "
+    "processes; minutes to shrink a failure)"
+)
 
 
 def pytest_env(impl: ModuleType | None = None) -> dict[str, str]:
     env = dict(os.environ)
     root = import_root(impl) if impl is not None else None
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), root, env.get("PYTHONPATH"))
-                                        if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), root, env.get("PYTHONPATH")) if p)
     env.pop("HYPOTHESIS_PROFILE", None)  # the CI profile: derandomized, replayable
     return env
 
 
-def run_pytest(name: str, groups: Sequence[TestGroup], out: Path, impl: ModuleType | None = None,
-               timeout: float = 900) -> tuple[int, str]:
+def run_pytest(
+    name: str,
+    groups: Sequence[TestGroup],
+    out: Path,
+    impl: ModuleType | None = None,
+    timeout: float = 900,
+) -> tuple[int, str]:
     xml = out / "pytest.xml"
     xml.unlink(missing_ok=True)
     # -p no:unraisableexception: an exception raised by an implementation's
     # __del__ during garbage collection is the implementation's, reported by
     # the test it concerns; it must not take down the whole session.
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-           "-p", "no:unraisableexception", "--impl", impl_arg(name),
-           f"--junitxml={xml}", "-o", "junit_family=xunit1",
-           *dict.fromkeys(g.select for g in groups)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:unraisableexception",
+        "--impl",
+        impl_arg(name),
+        f"--junitxml={xml}",
+        "-o",
+        "junit_family=xunit1",
+        *dict.fromkeys(g.select for g in groups),
+    ]
     try:
-        proc = subprocess.run(cmd, cwd=REPO, env=pytest_env(impl), capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd, cwd=REPO, env=pytest_env(impl), capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired as exc:
         partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         text = f"pytest timed out after {timeout:.0f} s\n{partial}"
@@ -154,8 +222,14 @@ def failure_trace(text: str) -> str:
     for start, line in enumerate(lines):
         if not line.startswith("Falsifying example"):
             continue
-        error = next((lines[k] for k in range(start - 1, max(start - 12, -1), -1)
-                      if re.match(r"^[\w.]*(Error|Exception|Failed)\b", lines[k])), "")
+        error = next(
+            (
+                lines[k]
+                for k in range(start - 1, max(start - 12, -1), -1)
+                if re.match(r"^[\w.]*(Error|Exception|Failed)\b", lines[k])
+            ),
+            "",
+        )
         block = [error[:400]] if error else []
         for follow in lines[start:]:
             if follow.startswith(("You can reproduce", "Explanation:", "+--")):
@@ -212,8 +286,12 @@ def not_run_reason(text: str) -> str | None:
     return found.group(0).strip().rstrip("')\"") if found else None
 
 
-def pytest_checks(name: str, groups: Sequence[TestGroup], cases: list[dict[str, str]],
-                  impl: ModuleType | None = None) -> list[Check]:
+def pytest_checks(
+    name: str,
+    groups: Sequence[TestGroup],
+    cases: list[dict[str, str]],
+    impl: ModuleType | None = None,
+) -> list[Check]:
     by_property: dict[tuple[str, str], list[dict[str, str]]] = {}
     owner: dict[tuple[str, str], TestGroup] = {}
     for case in cases:
@@ -226,14 +304,24 @@ def pytest_checks(name: str, groups: Sequence[TestGroup], cases: list[dict[str, 
     checks: list[Check] = []
     for group in groups:
         if not any(g is group for g in owner.values()):
-            checks.append(Check(group.level, group.label, group.what, ERROR,
-                                detail="no test result (collection error? see pytest.log)"))
+            checks.append(
+                Check(
+                    group.level,
+                    group.label,
+                    group.what,
+                    ERROR,
+                    detail="no test result (collection error? see pytest.log)",
+                )
+            )
     for (level, prop), prop_cases in by_property.items():
         group = owner[(level, prop)]
-        counts = {s: sum(1 for c in prop_cases if c["status"] == s)
-                  for s in ("pass", "fail", "error", "skip")}
-        reasons = [r for c in prop_cases if c["status"] == "skip"
-                   and (r := not_run_reason(c["text"]))]
+        counts = {
+            s: sum(1 for c in prop_cases if c["status"] == s)
+            for s in ("pass", "fail", "error", "skip")
+        }
+        reasons = [
+            r for c in prop_cases if c["status"] == "skip" and (r := not_run_reason(c["text"]))
+        ]
         if counts["fail"] or counts["error"]:
             status = FAIL
         elif counts["pass"]:
@@ -242,24 +330,37 @@ def pytest_checks(name: str, groups: Sequence[TestGroup], cases: list[dict[str, 
             status = NOT_RUN if reasons else SKIP
         total = len(prop_cases)
         what = group.what + (f" (closes {group.closes})" if group.closes else "")
-        check = Check(level, prop, what, status,
-                      cases=f"{counts['pass']}/{total - counts['skip']}"
-                      + (f" ({counts['skip']} skipped)" if counts["skip"] else ""))
+        check = Check(
+            level,
+            prop,
+            what,
+            status,
+            cases=f"{counts['pass']}/{total - counts['skip']}"
+            + (f" ({counts['skip']} skipped)" if counts["skip"] else ""),
+        )
         if status in (SKIP, NOT_RUN):
-            check.detail = reasons[0] if reasons else \
-                prop_cases[0]["text"].strip().splitlines()[-1][:200]
+            check.detail = (
+                reasons[0] if reasons else prop_cases[0]["text"].strip().splitlines()[-1][:200]
+            )
         for case in prop_cases:
             if case["status"] in ("fail", "error"):
-                check.failures.append({
-                    "case": case["node"],
-                    "trace": failure_trace(case["text"]),
-                    "command": shell(f"python -m pytest -p no:cacheprovider --impl "
-                                     f"{impl_arg(name)} '{case['node']}'", impl),
-                })
+                check.failures.append(
+                    {
+                        "case": case["node"],
+                        "trace": failure_trace(case["text"]),
+                        "command": shell(
+                            f"python -m pytest -p no:cacheprovider --impl "
+                            f"{impl_arg(name)} '{case['node']}'",
+                            impl,
+                        ),
+                    }
+                )
         checks.append(check)
     order = {g.label: k for k, g in enumerate(groups)}
-    checks.sort(key=lambda c: (LEVELS.index(c.level), min(
-        (v for k, v in order.items() if c.name.startswith(k.split("::")[0])), default=0)))
+    checks.sort(
+        key=lambda c: (
+            LEVELS.index(c.level),
+            min((v for k, v in order.items() if c.name.startswith(k.split("::")[0])), default=0),
+        )
+    )
     return checks
-
-

@@ -14,15 +14,20 @@ SEED, HARDENED, PROTOCOL = "seed-compatible", "hardened", "protocol-safe"
 LEVELS = (SEED, HARDENED, PROTOCOL)
 LEVEL_MEANING = {
     SEED: "the seed's values, exception types, ids, addresses and segment bytes "
-          "(refimpl's where it fixes a documented finding)",
+    "(refimpl's where it fixes a documented finding)",
     HARDENED: "refimpl's fixes: clear errors for bad input and the findings each "
-              "property names (optional)",
+    "property names (optional)",
     PROTOCOL: "none of the spec's hazards: replays, state machines and a recorded run "
-              "agree with the spec; no hazard counterexample returns a wrong value",
+    "agree with the spec; no hazard counterexample returns a wrong value",
 }
-PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR = ("pass", "FAIL", "skip", "not run",
-                                                "assumption", "ERROR")
-
+PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR = (
+    "pass",
+    "FAIL",
+    "skip",
+    "not run",
+    "assumption",
+    "ERROR",
+)
 
 
 @dataclass
@@ -37,7 +42,6 @@ class Check:
     detail: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)  # trace, command, case
     seed: str = ""
-
 
 
 def impl_arg(name: str) -> str:
@@ -59,10 +63,10 @@ def import_root(impl: ModuleType) -> str | None:
 def shell(command: str, impl: ModuleType | None) -> str:
     """`command` as it runs when pasted into a fresh shell: in the repository,
     with the implementation importable."""
-    paths = [str(REPO)] + ([root] if impl is not None and (root := import_root(impl))
-                           and root != str(REPO) else [])
+    paths = [str(REPO)] + (
+        [root] if impl is not None and (root := import_root(impl)) and root != str(REPO) else []
+    )
     return f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(':'.join(paths))} {command}"
-
 
 
 def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> str:
@@ -74,5 +78,3 @@ def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> 
     if PASS in statuses:
         return PASS
     return NOT_RUN if NOT_RUN in statuses else SKIP
-
-

@@ -30,8 +30,13 @@ from typing import Any
 
 UNIT = 16  # bytes per unit (docs/itf.md, Units)
 MD_SIZE = 8  # the ring's chunk header
-OBSERVED = ("data_buffer_start", "data_buffer_end", "monotonic_id_start",
-            "monotonic_id_end", "metadata")
+OBSERVED = (
+    "data_buffer_start",
+    "data_buffer_end",
+    "monotonic_id_start",
+    "monotonic_id_end",
+    "metadata",
+)
 
 
 def value(v: Any) -> Any:
@@ -53,11 +58,13 @@ def value(v: Any) -> Any:
 
 
 def observe(ring: Any) -> dict[str, Any]:
-    return {"data_buffer_start": ring.data_buffer_start // UNIT,
-            "data_buffer_end": ring.data_buffer_end // UNIT,
-            "monotonic_id_start": ring.monotonic_id_start,
-            "monotonic_id_end": ring.monotonic_id_end,
-            "metadata": {i: a // UNIT for i, a in ring.metadata.items()}}
+    return {
+        "data_buffer_start": ring.data_buffer_start // UNIT,
+        "data_buffer_end": ring.data_buffer_end // UNIT,
+        "monotonic_id_start": ring.monotonic_id_start,
+        "monotonic_id_end": ring.monotonic_id_end,
+        "metadata": {i: a // UNIT for i, a in ring.metadata.items()},
+    }
 
 
 def replay(path: str, seed: Any, segments: list[str]) -> tuple[int, str | None]:
@@ -89,8 +96,9 @@ def replay(path: str, seed: Any, segments: list[str]) -> tuple[int, str | None]:
                 elif name == "mark_free":
                     marked.add(action["id"])
                 elif name == "free_buf":
-                    freed = list(ring.free_buf(lambda i, _buf: i in marked,
-                                               UNIT * action["nbytes"]))
+                    freed = list(
+                        ring.free_buf(lambda i, _buf: i in marked, UNIT * action["nbytes"])
+                    )
                     marked.difference_update(freed)
                 elif name == "clear":
                     ring.clear()
@@ -106,8 +114,10 @@ def replay(path: str, seed: Any, segments: list[str]) -> tuple[int, str | None]:
                 got["freed"], want["freed"] = freed, action["freed"]
             for field in want:
                 if got[field] != want[field]:
-                    return steps, (f"{path}: state {k} ({name}): {field} is {got[field]!r}, "
-                                   f"the trace says {want[field]!r}")
+                    return steps, (
+                        f"{path}: state {k} ({name}): {field} is {got[field]!r}, "
+                        f"the trace says {want[field]!r}"
+                    )
     finally:
         ring.close()
     return steps, None
@@ -144,11 +154,14 @@ def store_state(writer: Any) -> dict[str, Any]:
     counts = {}
     for i, address in ring.metadata.items():
         at = ring.DATA_OFFSET + address % ring.data_buffer_size + MD_SIZE
-        counts[i] = int.from_bytes(buf[at:at + 4], "little", signed=True)
-    return {**observe(ring),
-            "key_index": {k: (a // UNIT, i) for k, (a, i) in writer.key_index.items()},
-            "writer_flag": dict(writer.writer_flag), "touched": sorted(writer._touched),
-            "counts": counts}
+        counts[i] = int.from_bytes(buf[at : at + 4], "little", signed=True)
+    return {
+        **observe(ring),
+        "key_index": {k: (a // UNIT, i) for k, (a, i) in writer.key_index.items()},
+        "writer_flag": dict(writer.writer_flag),
+        "touched": sorted(writer._touched),
+        "counts": counts,
+    }
 
 
 def spec_state(state: dict[str, Any], n: int) -> dict[str, Any]:
@@ -159,15 +172,17 @@ def spec_state(state: dict[str, Any], n: int) -> dict[str, Any]:
     return want
 
 
-def replay_store(path: str, seed: Any, doc: dict[str, Any], segments: list[str]
-                 ) -> tuple[int, str | None]:
+def replay_store(
+    path: str, seed: Any, doc: dict[str, Any], segments: list[str]
+) -> tuple[int, str | None]:
     states = doc["states"]
     n, readers = value(states[0]["N"]), sorted(value(states[0]["Readers"]))
     ring = seed.SingleWriterShmRingBuffer(UNIT * n, create=True)
     segments.append(ring.shared_memory.name)
     ring.ID_MAX = value(states[0]["ID_MAX"])
-    writer = seed.SingleWriterShmObjectStorage(UNIT * value(states[0]["MAX_OBJ"]) - MD_SIZE,
-                                               len(readers), ring)
+    writer = seed.SingleWriterShmObjectStorage(
+        UNIT * value(states[0]["MAX_OBJ"]) - MD_SIZE, len(readers), ring
+    )
     handle = writer.handle()
     handle.reader_lock = multiprocessing.Lock()
     stores = [seed.SingleWriterShmObjectStorage.create_from_handle(handle) for _ in readers]
@@ -183,8 +198,10 @@ def replay_store(path: str, seed: Any, doc: dict[str, Any], segments: list[str]
             try:
                 if name in ("put", "get_cached"):
                     if name == "put":
-                        address, i = writer.put(action["key"], value_for(
-                            action["key"], action["size"], writer.ser_de, owners))
+                        address, i = writer.put(
+                            action["key"],
+                            value_for(action["key"], action["size"], writer.ser_de, owners),
+                        )
                     else:
                         address, i = writer.get_cached(action["key"])
                     got["handle"] = (action["key"], address // UNIT, i)
@@ -197,12 +214,14 @@ def replay_store(path: str, seed: Any, doc: dict[str, Any], segments: list[str]
                     if action["outcome"] != "ok":  # refused at once: the whole get now
                         begun.pop(reader)
                         key, address, i = action["handle"]
-                        stores[reader].get(UNIT * address, i, signatures.get(
-                            action["handle"], [0] * 32), key)
+                        stores[reader].get(
+                            UNIT * address, i, signatures.get(action["handle"], [0] * 32), key
+                        )
                 elif name == "get_end":
                     key, address, i = begun.pop(reader)
-                    result = stores[reader].get(UNIT * address, i,
-                                                signatures.get((key, address, i), [0] * 32), key)
+                    result = stores[reader].get(
+                        UNIT * address, i, signatures.get((key, address, i), [0] * 32), key
+                    )
                     got["value"] = owners.get(result, "<foreign>")
                 elif name not in ("get_copy", "drop_delivery", "get_check"):
                     return steps, f"state {k}: {name} is not a storage action"
@@ -221,8 +240,10 @@ def replay_store(path: str, seed: Any, doc: dict[str, Any], segments: list[str]
                 have["value"] = got["value"]
             for field in want:
                 if have[field] != want[field]:
-                    return steps, (f"{path}: state {k} ({name}): {field} is {have[field]!r}, "
-                                   f"the trace says {want[field]!r}")
+                    return steps, (
+                        f"{path}: state {k} ({name}): {field} is {have[field]!r}, "
+                        f"the trace says {want[field]!r}"
+                    )
     finally:
         for store in stores:
             store.ring_buffer.close()
@@ -244,8 +265,17 @@ def main() -> int:
         if divergence:
             divergences.append(divergence)
     ours = sorted(m for m in sys.modules if m.split(".")[0] in ("refimpl", "shmref"))
-    print(json.dumps({"files": len(files), "steps": total, "divergences": divergences,
-                      "segments": segments, "modules": ours}))
+    print(
+        json.dumps(
+            {
+                "files": len(files),
+                "steps": total,
+                "divergences": divergences,
+                "segments": segments,
+                "modules": ours,
+            }
+        )
+    )
     return 0
 
 

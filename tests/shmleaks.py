@@ -22,8 +22,9 @@ owner = "(outside any test)"  # the running test's node id, set by the hook belo
 _original_init = shared_memory.SharedMemory.__init__
 
 
-def _recording_init(self: Any, name: Any = None, create: Any = False, size: Any = 0,
-                    *args: Any, **kwargs: Any) -> None:
+def _recording_init(
+    self: Any, name: Any = None, create: Any = False, size: Any = 0, *args: Any, **kwargs: Any
+) -> None:
     try:
         _original_init(self, name, create, size, *args, **kwargs)
     finally:

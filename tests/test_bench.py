@@ -42,8 +42,14 @@ def numbers(value: Any, path: str = "") -> list[tuple[str, float]]:
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("bench")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| refimpl / seed |" in proc.stdout or "refimpl / seed" in proc.stdout
     return json.loads((out / "results.json").read_text())
@@ -56,7 +62,8 @@ def test_every_section_is_there(results: dict[str, Any]) -> None:
     assert {"refimpl", "plain"} <= contenders
     assert {row["readers"] for row in store["throughput"]} >= {1, 2}
     assert store["profile"] and all(
-        abs(sum(p["shares"].values()) - 1) < 1e-6 for p in store["profile"])
+        abs(sum(p["shares"].values()) - 1) < 1e-6 for p in store["profile"]
+    )
     assert results["tlc"]["trivial"]["distinct_states"] > 0
     assert [m["model"] for m in results["tlc"]["models"]] == ["MCRing"]
     replay = results["replay"]

@@ -39,8 +39,14 @@ def conformance(*args: str, extra_path: Path | None = None) -> subprocess.Comple
     env = dict(os.environ)
     paths = [str(REPO), *([str(extra_path)] if extra_path else []), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    return subprocess.run([sys.executable, "-m", "shmref.conformance", *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "shmref.conformance", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_refimpl_passes_every_level(tmp_path, is_refimpl):
@@ -56,9 +62,13 @@ def test_refimpl_passes_every_level(tmp_path, is_refimpl):
         assert f"| {level} | **pass" in markdown
     checks = [c for level in LEVELS for c in report["levels"][level]["checks"]]
     names = {c["name"] for c in checks}
-    assert {"test_layout.py::test_same_results_as_seed", "hazard MCDoubleRead",
-            "trace validation", "test_stateful.py::test_store_machine",
-            "replay MCStorage"} <= names
+    assert {
+        "test_layout.py::test_same_results_as_seed",
+        "hazard MCDoubleRead",
+        "trace validation",
+        "test_stateful.py::test_store_machine",
+        "replay MCStorage",
+    } <= names
     assert all(c["seed"] for c in checks), "every property carries the seed's result"
     # the hazards no seed-compatible implementation closes are assumptions
     statuses = {c["name"]: c["status"] for c in checks}
@@ -75,8 +85,16 @@ def test_a_mutant_fails_the_protocol_level(tmp_path, is_refimpl):
     name = "free_rule_without_n_readers"
     build_mutant(name)
     module = f"refimpl_{name}"
-    proc = conformance("--impl", module, "--quick", "--level", PROTOCOL,
-                       "--out", str(tmp_path), extra_path=BUILD / name)
+    proc = conformance(
+        "--impl",
+        module,
+        "--quick",
+        "--level",
+        PROTOCOL,
+        "--out",
+        str(tmp_path),
+        extra_path=BUILD / name,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "conformance.json").read_text())
     assert not report["ok"]
@@ -92,32 +110,44 @@ def test_a_mutant_fails_the_protocol_level(tmp_path, is_refimpl):
     # a replay command works pasted into a fresh shell: no inherited
     # environment, no working directory; it reproduces the failure (exit 1),
     # it does not fail to find its test or module (exit 4 or 5, ImportError)
-    command = next(f["command"] for c in failed for f in c["failures"]
-                   if "pytest" in f["command"])
-    fresh = subprocess.run(["bash", "-c", command], cwd="/", capture_output=True, text=True,
-                           env={"PATH": os.environ["PATH"], "HOME": "/tmp"}, timeout=600)
+    command = next(f["command"] for c in failed for f in c["failures"] if "pytest" in f["command"])
+    fresh = subprocess.run(
+        ["bash", "-c", command],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
+        timeout=600,
+    )
     assert fresh.returncode == 1, command + "\n" + fresh.stdout[-2000:] + fresh.stderr[-2000:]
     assert "ModuleNotFoundError" not in fresh.stdout + fresh.stderr
 
 
 def test_failure_trace_is_the_shrunk_example():
-    text = "\n".join([
-        "AssertionError: put('a', 1): implementation gave X, model expects Y",
-        "self = Machine()",
-        "E       AssertionError: put('a', 1): implementation gave X, model expects Y",
-        "E       assert False",
-        "E       Falsifying example:",
-        "E       state = Machine()",
-        "E       state.put(key='a', size=1)",
-        "E       state.teardown()",
-        "E       Explanation:",
-        "E           These lines were always and only run by failing examples:",
-        "E       You can reproduce this example by temporarily adding @reproduce_failure",
-    ])
-    assert failure_trace(text) == "\n".join([
-        "AssertionError: put('a', 1): implementation gave X, model expects Y",
-        "Falsifying example:", "state = Machine()", "state.put(key='a', size=1)",
-        "state.teardown()"])
+    text = "\n".join(
+        [
+            "AssertionError: put('a', 1): implementation gave X, model expects Y",
+            "self = Machine()",
+            "E       AssertionError: put('a', 1): implementation gave X, model expects Y",
+            "E       assert False",
+            "E       Falsifying example:",
+            "E       state = Machine()",
+            "E       state.put(key='a', size=1)",
+            "E       state.teardown()",
+            "E       Explanation:",
+            "E           These lines were always and only run by failing examples:",
+            "E       You can reproduce this example by temporarily adding @reproduce_failure",
+        ]
+    )
+    assert failure_trace(text) == "\n".join(
+        [
+            "AssertionError: put('a', 1): implementation gave X, model expects Y",
+            "Falsifying example:",
+            "state = Machine()",
+            "state.put(key='a', size=1)",
+            "state.teardown()",
+        ]
+    )
 
 
 def test_hazard_replay_command_reports_the_assumption(is_refimpl):
@@ -153,10 +183,14 @@ def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(
     seed = json.loads((tmp_path / "seed-baseline" / "conformance.json").read_text())
     assert seed["levels"][SEED]["status"] == "pass"
     assert not [c for c in seed["levels"][SEED]["checks"] if c["status"] in ("FAIL", "ERROR")]
-    mine = {(level, c["name"]): c["status"] for level in LEVELS
-            for c in report["levels"][level]["checks"]}
-    theirs = {(level, c["name"]): c["status"] for level in LEVELS
-              for c in seed["levels"][level]["checks"]}
+    mine = {
+        (level, c["name"]): c["status"]
+        for level in LEVELS
+        for c in report["levels"][level]["checks"]
+    }
+    theirs = {
+        (level, c["name"]): c["status"] for level in LEVELS for c in seed["levels"][level]["checks"]
+    }
     assert mine.keys() == theirs.keys()
     differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
     assert not differing, f"port vs seed: {differing}"
@@ -193,8 +227,9 @@ def test_contract_document_is_generated_from_the_contract():
     text = (REPO / "docs" / "conformance.md").read_text()
     assert contract.DOC_BEGIN in text and contract.DOC_END in text
     shown = text.split(contract.DOC_BEGIN, 1)[1].split(contract.DOC_END, 1)[0]
-    assert shown.strip() == contract.markdown().strip(), \
+    assert shown.strip() == contract.markdown().strip(), (
         "docs/conformance.md: paste shmref.contract.markdown() between the markers"
+    )
     for name in ("key_index", "writer_flag", "shared_memory", "ser_de", "metadata"):
         assert f"`{name}`" not in shown, f"{name} is private: not part of the contract"
 
@@ -212,11 +247,13 @@ def test_missing_names_what_a_module_lacks(tmp_path, monkeypatch):
 
 def test_a_module_lacking_required_names_is_refused_in_one_line(tmp_path):
     (tmp_path / "lacking_impl.py").write_text(LACKING)
-    proc = conformance("--impl", "lacking_impl", "--out", str(tmp_path / "out"),
-                       extra_path=tmp_path)
+    proc = conformance(
+        "--impl", "lacking_impl", "--out", str(tmp_path / "out"), extra_path=tmp_path
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "lacking_impl: lacks what the contract (shmref.contract) requires: storage.is_cached"]
+        "lacking_impl: lacks what the contract (shmref.contract) requires: storage.is_cached"
+    ]
     proc = conformance("--impl", "no_such_module_here")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().startswith("no_such_module_here: does not import")
@@ -224,8 +261,9 @@ def test_a_module_lacking_required_names_is_refused_in_one_line(tmp_path):
 
 def test_a_missing_optional_capability_is_not_run_never_pass():
     group = next(g for g in TEST_GROUPS if g.label == "replay MCStorage")
-    cases = [{"node": group.select, "status": "skip",
-              "text": "Skipped: not run: missing ring.ID_MAX"}]
+    cases = [
+        {"node": group.select, "status": "skip", "text": "Skipped: not run: missing ring.ID_MAX"}
+    ]
     (check,) = pytest_checks("m", [group], cases)
     assert check.status == NOT_RUN and check.detail == "not run: missing ring.ID_MAX"
     assert level_status([check], PROTOCOL, LEVELS) == NOT_RUN
@@ -234,9 +272,14 @@ def test_a_missing_optional_capability_is_not_run_never_pass():
 
 
 def test_each_case_belongs_to_the_most_specific_group():
-    cases = [{"node": "tests/test_ring.py::TestBadInput::test_x[1]", "status": "fail",
-              "text": "E  AssertionError: boom"},
-             {"node": "tests/test_ring.py::test_y", "status": "pass", "text": ""}]
+    cases = [
+        {
+            "node": "tests/test_ring.py::TestBadInput::test_x[1]",
+            "status": "fail",
+            "text": "E  AssertionError: boom",
+        },
+        {"node": "tests/test_ring.py::test_y", "status": "pass", "text": ""},
+    ]
     groups = [g for g in TEST_GROUPS if g.select.startswith("tests/test_ring.py")]
     checks = {c.name: c for c in pytest_checks("m", groups, cases)}
     assert checks["test_ring.py::TestBadInput::test_x"].level == HARDENED
@@ -300,14 +343,21 @@ def test_the_leak_guard_blames_the_test_that_created_the_segment(tmp_path):
         "    ring.is_writer = False  # so that close() does not unlink\n"
         "    ring.close()\n"
         "def test_innocent_last():\n"
-        "    pass\n")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(tmp_path)], capture_output=True, text=True, timeout=120,
-                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        "    pass\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode != 0
     assert "ERROR at teardown of test_creates_and_leaks" in run.stdout, run.stdout
     assert "test_innocent_last" not in "".join(
-        line for line in run.stdout.splitlines() if line.startswith(("ERROR", "FAILED")))
+        line for line in run.stdout.splitlines() if line.startswith(("ERROR", "FAILED"))
+    )
 
 
 def test_an_implementation_raising_the_unexpected_is_named_with_its_step():

@@ -49,7 +49,10 @@ def test_server_output_parser() -> None:
     ok = deep.parse_server_output(
         "Model checking completed. No error has been found.\n"
         "44,984 states generated, 6,568 distinct states found, 0 states left on queue.\n"
-        "The depth of the complete state graph search is 19.\n", 1.0, 0)
+        "The depth of the complete state graph search is 19.\n",
+        1.0,
+        0,
+    )
     assert (ok.outcome, ok.distinct_states, ok.depth) == ("ok", 6568, 19)
     broken = deep.parse_server_output("Exception in thread main\n", 1.0, 1)
     assert broken.outcome == "error" and broken.error

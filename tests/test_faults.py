@@ -154,8 +154,11 @@ def writer_dies_mid_put(name: str, lock: Any, conn: Any) -> None:
 
 
 def signed_handle(secret: bytes, key: str, address: int, monotonic_id: int) -> tuple:
-    message = (hashlib.sha256(key.encode()).digest() + address.to_bytes(8, "little")
-               + monotonic_id.to_bytes(4, "little"))
+    message = (
+        hashlib.sha256(key.encode()).digest()
+        + address.to_bytes(8, "little")
+        + monotonic_id.to_bytes(4, "little")
+    )
     return address, monotonic_id, list(hmac.new(secret, message, hashlib.sha256).digest()), key
 
 
@@ -246,24 +249,42 @@ FULL_SHM_SCRIPT = textwrap.dedent("""
 
 def in_small_shm(mode: str) -> subprocess.CompletedProcess[str]:
     """Run the script in a private mount namespace whose /dev/shm is 1 MiB."""
-    shell = (f"mount -t tmpfs -o size={SMALL_SHM} tmpfs /dev/shm && "
-             f'exec "{sys.executable}" -c "$0" "$1"')
+    shell = (
+        f'mount -t tmpfs -o size={SMALL_SHM} tmpfs /dev/shm && exec "{sys.executable}" -c "$0" "$1"'
+    )
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", shell, FULL_SHM_SCRIPT, mode],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 @pytest.fixture(scope="module")
 def small_shm() -> None:
     if shutil.which("unshare") is None:
         pytest.skip("SKIPPED OUT LOUD: no `unshare`, so no private 1 MiB /dev/shm to fill")
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            f"mount -t tmpfs -o size={SMALL_SHM} tmpfs /dev/shm"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs -o size={SMALL_SHM} tmpfs /dev/shm",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
-        pytest.skip("SKIPPED OUT LOUD: cannot mount a small tmpfs over /dev/shm in a "
-                    f"private mount namespace (needs root): {probe.stderr.strip()}")
+        pytest.skip(
+            "SKIPPED OUT LOUD: cannot mount a small tmpfs over /dev/shm in a "
+            f"private mount namespace (needs root): {probe.stderr.strip()}"
+        )
 
 
 def test_ring_larger_than_free_shm_fails_at_construction(small_shm):

@@ -69,8 +69,7 @@ def test_a_document_without_markers_is_refused() -> None:
 
 
 def test_render_replaces_only_between_markers() -> None:
-    doc = ("before\n<!-- BEGIN GENERATED: t (x) -->\nold\n<!-- END GENERATED: t -->\n"
-           "after\n")
+    doc = "before\n<!-- BEGIN GENERATED: t (x) -->\nold\n<!-- END GENERATED: t -->\nafter\n"
     assert findings.render(doc, {"t": "new"}) == doc.replace("old", "new")
 
 
@@ -125,17 +124,25 @@ BROKEN = {
     "missing field": (GOOD_ENTRY.replace('upstream = "still present"\n', ""), "missing"),
     "unknown field": (GOOD_ENTRY + 'colour = "red"\n', "unknown ['colour']"),
     "duplicate id": (GOOD_ENTRY + GOOD_ENTRY, "duplicate ids ['1']"),
-    "test that does not exist": (GOOD_ENTRY.replace("test_f03_interleaved_put_refimpl",
-                                                    "test_f99_nothing_refimpl"),
-                                 "do not exist"),
-    "malformed node id": (GOOD_ENTRY.replace("tests/test_seed_findings.py::test_f01",
-                                             "test_f01"), "not tests/FILE.py::test_NAME"),
-    "empty test list": (GOOD_ENTRY.replace(
-        '["tests/test_seed_findings.py::test_f01_asserts_vanish_under_dash_O_seed"]', "[]"),
-        "non-empty list"),
+    "test that does not exist": (
+        GOOD_ENTRY.replace("test_f03_interleaved_put_refimpl", "test_f99_nothing_refimpl"),
+        "do not exist",
+    ),
+    "malformed node id": (
+        GOOD_ENTRY.replace("tests/test_seed_findings.py::test_f01", "test_f01"),
+        "not tests/FILE.py::test_NAME",
+    ),
+    "empty test list": (
+        GOOD_ENTRY.replace(
+            '["tests/test_seed_findings.py::test_f01_asserts_vanish_under_dash_O_seed"]', "[]"
+        ),
+        "non-empty list",
+    ),
     "replay not a command": (GOOD_ENTRY.replace("python -m pytest", "pytest"), "replay must"),
-    "reach without a path": (GOOD_ENTRY.replace('"vllm/x.py: f"', '"none known"'),
-                             "needs a vLLM code path"),
+    "reach without a path": (
+        GOOD_ENTRY.replace('"vllm/x.py: f"', '"none known"'),
+        "needs a vLLM code path",
+    ),
     "no entries": ("# nothing\n", "no [[finding]] entries"),
     "not TOML": ("[[finding]\n", "not valid TOML"),
 }
@@ -158,8 +165,13 @@ def test_the_good_entry_is_accepted(tmp_path: Path) -> None:
 
 def test_cli_reports_a_broken_data_file_in_one_line(tmp_path: Path) -> None:
     data = write(tmp_path, "findings.toml", BROKEN["unknown severity"][0])
-    done = subprocess.run([sys.executable, "-m", "shmref.findings", "--check", "--data",
-                           str(data)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "shmref.findings", "--check", "--data", str(data)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("findings: ") and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -170,16 +182,28 @@ def test_cli_reports_a_broken_data_file_in_one_line(tmp_path: Path) -> None:
 ORACLE_REPORT: dict[str, Any] = {
     "impl": "shmref_seed",
     "levels": {
-        "API-compatible": {"status": "FAIL", "checks": [
-            {"name": "test_ring.py::TestBadInput::test_non_int_sizes", "status": "FAIL"},
-            {"name": "test_ring.py::test_scenarios", "status": "pass"},
-            {"name": "test_storage.py::test_crashed", "status": "ERROR"}]},
-        "layout-compatible": {"status": "pass", "checks": [
-            {"name": "test_layout.py::test_same_segment_bytes_as_refimpl", "status": "pass"}]},
-        "protocol-safe": {"status": "FAIL", "checks": [
-            {"name": "hazard MCDoubleRead", "status": "FAIL"},
-            {"name": "hazard MCIdWrap", "status": "assumption"},
-            {"name": "test_stateful.py::test_store_machine", "status": "skip"}]},
+        "API-compatible": {
+            "status": "FAIL",
+            "checks": [
+                {"name": "test_ring.py::TestBadInput::test_non_int_sizes", "status": "FAIL"},
+                {"name": "test_ring.py::test_scenarios", "status": "pass"},
+                {"name": "test_storage.py::test_crashed", "status": "ERROR"},
+            ],
+        },
+        "layout-compatible": {
+            "status": "pass",
+            "checks": [
+                {"name": "test_layout.py::test_same_segment_bytes_as_refimpl", "status": "pass"}
+            ],
+        },
+        "protocol-safe": {
+            "status": "FAIL",
+            "checks": [
+                {"name": "hazard MCDoubleRead", "status": "FAIL"},
+                {"name": "hazard MCIdWrap", "status": "assumption"},
+                {"name": "test_stateful.py::test_store_machine", "status": "skip"},
+            ],
+        },
     },
 }
 
@@ -188,7 +212,9 @@ def test_oracle_section_from_a_report() -> None:
     summary = findings.summarize_conformance(ORACLE_REPORT)
     by_level = {lv["level"]: lv for lv in summary["levels"]}
     assert by_level["API-compatible"]["failing"] == [
-        "test_ring.py::TestBadInput::test_non_int_sizes", "test_storage.py::test_crashed"]
+        "test_ring.py::TestBadInput::test_non_int_sizes",
+        "test_storage.py::test_crashed",
+    ]
     assert by_level["protocol-safe"]["assumptions"] == ["hazard MCIdWrap"]
     section = findings.oracle_section(summary)
     assert "| layout-compatible | **pass**" in section
@@ -198,26 +224,42 @@ def test_oracle_section_from_a_report() -> None:
 
 def test_oracle_report_with_levels_as_a_list() -> None:
     """The report format is being re-cut: a list of levels works the same."""
-    as_list = {"impl": "m", "levels": [{"name": name, **body}
-                                       for name, body in ORACLE_REPORT["levels"].items()]}
-    assert (findings.summarize_conformance(as_list)["levels"]
-            == findings.summarize_conformance(ORACLE_REPORT)["levels"])
+    as_list = {
+        "impl": "m",
+        "levels": [{"name": name, **body} for name, body in ORACLE_REPORT["levels"].items()],
+    }
+    assert (
+        findings.summarize_conformance(as_list)["levels"]
+        == findings.summarize_conformance(ORACLE_REPORT)["levels"]
+    )
 
 
 def test_oracle_report_with_other_key_names() -> None:
-    renamed = {"impl": "m", "levels": [
-        {"level": name, "result": body["status"],
-         "properties": [{"name": c["name"], "result": c["status"]} for c in body["checks"]]}
-        for name, body in ORACLE_REPORT["levels"].items()]}
-    assert (findings.summarize_conformance(renamed)["levels"]
-            == findings.summarize_conformance(ORACLE_REPORT)["levels"])
+    renamed = {
+        "impl": "m",
+        "levels": [
+            {
+                "level": name,
+                "result": body["status"],
+                "properties": [{"name": c["name"], "result": c["status"]} for c in body["checks"]],
+            }
+            for name, body in ORACLE_REPORT["levels"].items()
+        ],
+    }
+    assert (
+        findings.summarize_conformance(renamed)["levels"]
+        == findings.summarize_conformance(ORACLE_REPORT)["levels"]
+    )
 
 
-@pytest.mark.parametrize("report,message", [
-    ({"impl": "m"}, "no 'levels'"),
-    ({"levels": {"L": {"checks": []}}}, "needs a name and a status"),
-    ({"levels": {"L": {"status": "FAIL", "checks": [{"status": "FAIL"}]}}}, "malformed checks"),
-])
+@pytest.mark.parametrize(
+    "report,message",
+    [
+        ({"impl": "m"}, "no 'levels'"),
+        ({"levels": {"L": {"checks": []}}}, "needs a name and a status"),
+        ({"levels": {"L": {"status": "FAIL", "checks": [{"status": "FAIL"}]}}}, "malformed checks"),
+    ],
+)
 def test_a_broken_oracle_report_is_refused(report: dict[str, Any], message: str) -> None:
     with pytest.raises(FindingsError, match=message):
         findings.summarize_conformance(report)
@@ -227,8 +269,12 @@ def test_snapshot_refresh_from_a_report(tmp_path: Path) -> None:
     report = write(tmp_path, "conformance.json", json.dumps(ORACLE_REPORT))
     snapshot = tmp_path / "snapshot.json"
     doc = write(tmp_path, "FINDINGS.md", findings.DOC.read_text(encoding="utf-8"))
-    assert findings.main(["--conformance", str(report), "--snapshot", str(snapshot),
-                          "--doc", str(doc)]) == 0
+    assert (
+        findings.main(
+            ["--conformance", str(report), "--snapshot", str(snapshot), "--doc", str(doc)]
+        )
+        == 0
+    )
     assert json.loads(snapshot.read_text())["levels"][0]["level"] == "API-compatible"
     assert "`hazard MCDoubleRead`" in doc.read_text(encoding="utf-8")
     assert "test_same_results_as_refimpl" not in doc.read_text(encoding="utf-8")

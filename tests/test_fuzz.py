@@ -37,8 +37,12 @@ def test_fuzz_gets_only_clear_errors(impl, capsys):
 def test_fuzz_under_python_O(impl_name, capsys):
     run = subprocess.run(
         [sys.executable, "-O", "-m", "shmref.fuzz", "--impl", impl_name, "--calls", str(CALLS)],
-        capture_output=True, text=True, timeout=900, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     show(capsys, run.stdout.strip().replace("\n", "; "))
     counts = re.search(r"fuzz: (\d+) calls, (\d+) values, (\d+) unexpected", run.stdout)
     assert counts, run.stdout + run.stderr
@@ -87,4 +91,5 @@ def test_fuzz_catches_values_for_look_alike_ids():
 def test_fuzz_catches_struct_error_past_the_end():
     report = fuzz(mutant(SingleWriterShmRingBuffer=UncheckedHeaderRing), 1024)
     assert any("error" in line and "read_header" in line for line in report.unexpected), (
-        report.details())
+        report.details()
+    )

@@ -28,8 +28,10 @@ FOREIGN = HERE / "itf_foreign_replay.py"
 
 @pytest.fixture(scope="module")
 def corpus() -> dict[str, list[tlc.Trace]]:
-    return {"MCRing": simulation_corpus("MCRing", 20, 30, 20261203),
-            "MCStorage": simulation_corpus("MCStorage", 20, 30, 20261203)}
+    return {
+        "MCRing": simulation_corpus("MCRing", 20, 30, 20261203),
+        "MCStorage": simulation_corpus("MCStorage", 20, 30, 20261203),
+    }
 
 
 def same_up_to_empty_functions(raw: Any, decoded: Any) -> bool:
@@ -39,10 +41,12 @@ def same_up_to_empty_functions(raw: Any, decoded: Any) -> bool:
         return True
     if isinstance(raw, tlc.FrozenDict) and isinstance(decoded, tlc.FrozenDict):
         return set(raw) == set(decoded) and all(
-            same_up_to_empty_functions(raw[k], decoded[k]) for k in raw)
+            same_up_to_empty_functions(raw[k], decoded[k]) for k in raw
+        )
     if isinstance(raw, tuple) and isinstance(decoded, tlc.FrozenDict):  # function on 1..n
-        return same_up_to_empty_functions(tlc.FrozenDict(
-            {i + 1: v for i, v in enumerate(raw)}), decoded)
+        return same_up_to_empty_functions(
+            tlc.FrozenDict({i + 1: v for i, v in enumerate(raw)}), decoded
+        )
     return raw == decoded and type(raw) is type(decoded)
 
 
@@ -57,7 +61,8 @@ def test_round_trip_is_exact(corpus, model):
         # file -> Python -> file: byte-identical JSON
         assert itf.trace_to_itf(back, back_constants, model) == doc
         assert {k: back_constants[k] for k in back_constants} == {
-            k: constants[k] for k in back_constants}
+            k: constants[k] for k in back_constants
+        }
         # TLC's parse -> file -> Python: the same values
         assert len(back.states) == len(trace.states)
         for raw, decoded in zip(trace.states, back.states, strict=True):
@@ -65,14 +70,16 @@ def test_round_trip_is_exact(corpus, model):
             assert set(decoded.vars) == set(schema)
             for name in schema:
                 assert same_up_to_empty_functions(raw.vars[name], decoded.vars[name]), (
-                    f"state {raw.index} {name}: {raw.vars[name]!r} -> {decoded.vars[name]!r}")
+                    f"state {raw.index} {name}: {raw.vars[name]!r} -> {decoded.vars[name]!r}"
+                )
             states += 1
     assert states > 200
 
 
 def test_the_comparison_of_round_trips_can_fail():
-    assert not same_up_to_empty_functions(tlc.FrozenDict({"a": (1, 2)}),
-                                          tlc.FrozenDict({"a": (1, 3)}))
+    assert not same_up_to_empty_functions(
+        tlc.FrozenDict({"a": (1, 2)}), tlc.FrozenDict({"a": (1, 3)})
+    )
     assert not same_up_to_empty_functions((1,), (1, 2))
     assert not same_up_to_empty_functions(frozenset({1}), (1,))
 
@@ -85,8 +92,9 @@ def test_imported_traces_replay_like_tlc_traces(impl, corpus, model):
     constants = read_constants(SPEC_DIR / f"{model}.cfg")
     steps = 0
     for trace in corpus[model][:10]:
-        back, _ = itf.trace_from_itf(json.loads(json.dumps(
-            itf.trace_to_itf(trace, constants, model))))
+        back, _ = itf.trace_from_itf(
+            json.loads(json.dumps(itf.trace_to_itf(trace, constants, model)))
+        )
         direct, imported = replayer.replay(trace), replayer.replay(back)
         assert direct.table() == imported.table()
         steps += len(imported.steps)
@@ -126,8 +134,14 @@ def run_foreign(files: list[Path], tmp_path: Path) -> dict[str, Any]:
     seed_dir = tmp_path / "seed"
     build_seed_module(seed_dir)
     env = {"PATH": "/usr/bin:/bin"}  # no PYTHONPATH: nothing of the oracle
-    done = subprocess.run([sys.executable, str(FOREIGN), str(seed_dir), *map(str, files)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(FOREIGN), str(seed_dir), *map(str, files)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     for name in result["segments"]:
@@ -148,24 +162,45 @@ def test_foreign_harness_replays_exported_traces(exported_traces, tmp_path):
 
 
 def _first_put(doc: dict[str, Any]) -> int:
-    return next(k for k, s in enumerate(doc["states"]) if s["last_action"]["name"] == "put"
-                and s["last_action"]["outcome"] == "ok")
+    return next(
+        k
+        for k, s in enumerate(doc["states"])
+        if s["last_action"]["name"] == "put" and s["last_action"]["outcome"] == "ok"
+    )
 
 
 TAMPERS = {
     # name: (which trace, variable, edit of the state)
-    "ring end": ("ring hazard", "data_buffer_end", lambda s: s.update(
-        data_buffer_end=s["data_buffer_end"] + 1)),
-    "ring metadata": ("ring hazard", "metadata", lambda s: s["metadata"]["#map"][0].__setitem__(
-        1, s["metadata"]["#map"][0][1] + 1)),
-    "ring outcome": ("ring hazard", "outcome", lambda s: s["last_action"].update(
-        outcome="MemoryError")),
-    "storage key_index": ("storage hazard", "key_index", lambda s: s["key_index"]["#map"].append(
-        ["k9", {"#tup": [0, 0]}])),
-    "storage handle": ("storage hazard", "handle", lambda s: s["last_action"]["handle"][
-        "#tup"].__setitem__(2, 4)),
-    "storage count": ("storage hazard", "counts", lambda s: s["count"]["#map"][0].__setitem__(
-        1, 3)),
+    "ring end": (
+        "ring hazard",
+        "data_buffer_end",
+        lambda s: s.update(data_buffer_end=s["data_buffer_end"] + 1),
+    ),
+    "ring metadata": (
+        "ring hazard",
+        "metadata",
+        lambda s: s["metadata"]["#map"][0].__setitem__(1, s["metadata"]["#map"][0][1] + 1),
+    ),
+    "ring outcome": (
+        "ring hazard",
+        "outcome",
+        lambda s: s["last_action"].update(outcome="MemoryError"),
+    ),
+    "storage key_index": (
+        "storage hazard",
+        "key_index",
+        lambda s: s["key_index"]["#map"].append(["k9", {"#tup": [0, 0]}]),
+    ),
+    "storage handle": (
+        "storage hazard",
+        "handle",
+        lambda s: s["last_action"]["handle"]["#tup"].__setitem__(2, 4),
+    ),
+    "storage count": (
+        "storage hazard",
+        "counts",
+        lambda s: s["count"]["#map"][0].__setitem__(1, 3),
+    ),
 }
 
 
@@ -180,7 +215,8 @@ def test_foreign_harness_catches_a_tampered_trace(exported_traces, tmp_path, cas
     result = run_foreign([broken], tmp_path)
     assert len(result["divergences"]) == 1
     assert f"state {k} " in result["divergences"][0] and variable in result["divergences"][0], (
-        result["divergences"])
+        result["divergences"]
+    )
 
 
 # -- bad input ------------------------------------------------------------------------
@@ -202,6 +238,7 @@ def _set(path: list[Any], value: Any):
             del target[path[-1]]
         else:
             target[path[-1]] = value
+
     return edit
 
 
@@ -210,20 +247,32 @@ BROKEN = {
     # name: (edit, words the message must contain)
     "missing variable": (_set(["states", 3, "key_index"], DELETE), ["state 3", "key_index"]),
     "unknown variable": (_set(["states", 2, "bogus"], 1), ["state 2", "bogus"]),
-    "wrong type": (_set(["states", 4, "data_buffer_end"], "7"),
-                   ["state 4", "data_buffer_end", "integer"]),
+    "wrong type": (
+        _set(["states", 4, "data_buffer_end"], "7"),
+        ["state 4", "data_buffer_end", "integer"],
+    ),
     "float for Int": (_set(["states", 1, "nissued"], 1.5), ["state 1", "nissued"]),
     "set for map": (_set(["states", 2, "metadata"], {"#set": []}), ["state 2", "metadata"]),
-    "bad bigint": (_set(["states", 1, "monotonic_id_end"], {"#bigint": "12x"}),
-                   ["state 1", "monotonic_id_end", "#bigint"]),
-    "bad action": (_set(["states", 2, "last_action", "name"], "explode"),
-                   ["state 2", "last_action.name", "explode"]),
-    "bad outcome": (_set(["states", 2, "last_action", "outcome"], "Boom"),
-                    ["state 2", "last_action.outcome", "Boom"]),
-    "missing field": (_set(["states", 1, "last_action", "outcome"], DELETE),
-                      ["state 1", "last_action", "outcome"]),
-    "short handle": (_set(["states", 1, "issued", "#map"], [[{"#tup": ["k1", 0]}, 1]]),
-                     ["state 1", "issued", "#tup"]),
+    "bad bigint": (
+        _set(["states", 1, "monotonic_id_end"], {"#bigint": "12x"}),
+        ["state 1", "monotonic_id_end", "#bigint"],
+    ),
+    "bad action": (
+        _set(["states", 2, "last_action", "name"], "explode"),
+        ["state 2", "last_action.name", "explode"],
+    ),
+    "bad outcome": (
+        _set(["states", 2, "last_action", "outcome"], "Boom"),
+        ["state 2", "last_action.outcome", "Boom"],
+    ),
+    "missing field": (
+        _set(["states", 1, "last_action", "outcome"], DELETE),
+        ["state 1", "last_action", "outcome"],
+    ),
+    "short handle": (
+        _set(["states", 1, "issued", "#map"], [[{"#tup": ["k1", 0]}, 1]]),
+        ["state 1", "issued", "#tup"],
+    ),
     "wrong index": (_set(["states", 2, "#meta", "index"], 7), ["state 2", "index"]),
     "no vars": (_set(["vars"], DELETE), ["vars"]),
     "missing param": (_set(["states", 0, "N"], DELETE), ["state 0", "N"]),
@@ -256,9 +305,14 @@ def test_the_unbroken_document_is_accepted(good_doc):
     assert len(trace.states) > 5 and constants["N"] == 5
 
 
-@pytest.mark.parametrize("text, words", [("{not json", ["not JSON", "line 1"]),
-                                          ("[1, 2]", ["top level", "object"]),
-                                          ('{"vars": [], "states": []}', ["states"])])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("{not json", ["not JSON", "line 1"]),
+        ("[1, 2]", ["top level", "object"]),
+        ('{"vars": [], "states": []}', ["states"]),
+    ],
+)
 def test_malformed_files(tmp_path, capsys, text, words):
     path = tmp_path / "bad.itf.json"
     path.write_text(text)

@@ -42,8 +42,12 @@ KEYS = ("a", "b", "c", "d")
 DOCUMENTED = (ValueError, MemoryError, KeyError)
 
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1),
-    st.floats(allow_nan=False), st.text(max_size=120), st.binary(max_size=300),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=120),
+    st.binary(max_size=300),
     st.lists(st.integers(0, 2**16), max_size=40),
     st.dictionaries(st.text(max_size=4), st.integers(), max_size=6),
 )
@@ -86,7 +90,8 @@ class Side:
         self.readers = []
         for _ in range(N_READERS):
             reader = impl.SingleWriterShmObjectStorage.create_from_handle(
-                reader_handle(self.writer.handle(), lock))
+                reader_handle(self.writer.handle(), lock)
+            )
             resources.callback(reader.close)
             self.readers.append(reader)
         self.issued: list[tuple | None] = []  # (address, id, signature, key), in issue order
@@ -134,13 +139,17 @@ class SideBySide(RuleBasedStateMachine):
         be the seed's or, where refimpl's differs (a documented fix), refimpl's
         (hardened: refimpl's only). Values too, except handles, whose numbers
         are the layout's business. Returns the outcomes (seed, refimpl, impl)."""
-        seed, ref, imp = (call(fn, self.seed, *args), call(fn, self.ref, *args),
-                          call(fn, self.imp, *args))
+        seed, ref, imp = (
+            call(fn, self.seed, *args),
+            call(fn, self.ref, *args),
+            call(fn, self.imp, *args),
+        )
         accepted = [ref] if self.hardened else [seed, ref]
         assert any(self.same(what, want, imp) for want in accepted), (
             f"{what}{args!r}: {self.impl.__name__} gave {_show(imp)}; the seed gave "
             f"{_show(seed)}, refimpl {_show(ref)}"
-            + (" (hardened: refimpl's result is required)" if self.hardened else ""))
+            + (" (hardened: refimpl's result is required)" if self.hardened else "")
+        )
         return seed, ref, imp
 
     # -- writer ------------------------------------------------------------------
@@ -170,8 +179,11 @@ class SideBySide(RuleBasedStateMachine):
         return self.seed, self.ref, self.imp
 
     def common(self) -> list[int]:
-        return [n for n in range(len(self.ref.issued))
-                if all(side.issued[n] is not None for side in self.sides)]
+        return [
+            n
+            for n in range(len(self.ref.issued))
+            if all(side.issued[n] is not None for side in self.sides)
+        ]
 
     @rule(key=st.sampled_from(KEYS))
     def touch(self, key):
@@ -198,7 +210,10 @@ class SideBySide(RuleBasedStateMachine):
         """A reader reads a handle delivered to it (each delivery once)."""
         reader = data.draw(st.sampled_from([r for r in range(N_READERS) if self.inbox[r]]))
         number = self.inbox[reader].pop(data.draw(st.integers(0, len(self.inbox[reader]) - 1)))
-        self.both("get", lambda s: s.readers[reader].get(*s.issued[number]), )
+        self.both(
+            "get",
+            lambda s: s.readers[reader].get(*s.issued[number]),
+        )
 
     @precondition(lambda self: self.common())
     @rule(data=st.data(), reader=st.integers(0, N_READERS - 1))
@@ -234,12 +249,17 @@ class SideBySide(RuleBasedStateMachine):
         number = data.draw(st.sampled_from(self.common()))
         sides = self.sides
         other = {id(side): sides[(k + 1) % len(sides)] for k, side in enumerate(sides)}
-        self.both("get with another storage's handle",
-                  lambda s: s.readers[reader].get(*other[id(s)].issued[number]))
+        self.both(
+            "get with another storage's handle",
+            lambda s: s.readers[reader].get(*other[id(s)].issued[number]),
+        )
 
     @precondition(lambda self: self.common() and not self.layout)  # valid calls only
-    @rule(data=st.data(), reader=st.integers(0, N_READERS - 1),
-          how=st.sampled_from(["signature", "key", "address", "id"]))
+    @rule(
+        data=st.data(),
+        reader=st.integers(0, N_READERS - 1),
+        how=st.sampled_from(["signature", "key", "address", "id"]),
+    )
     def get_forged(self, data, reader, how):
         number = data.draw(st.sampled_from(self.common()))
 
@@ -260,9 +280,22 @@ class SideBySide(RuleBasedStateMachine):
         self.both("forged get", forged)
 
     @precondition(lambda self: not self.layout)  # valid calls only for layout
-    @rule(reader=st.integers(0, N_READERS - 1),
-          args=st.sampled_from([(-1, 0), (0, -1), (None, 0), (0, None), (1.5, 0), (0, "0"),
-                                (2**64, 0), (0, 2**32), (True, 0)]))
+    @rule(
+        reader=st.integers(0, N_READERS - 1),
+        args=st.sampled_from(
+            [
+                (-1, 0),
+                (0, -1),
+                (None, 0),
+                (0, None),
+                (1.5, 0),
+                (0, "0"),
+                (2**64, 0),
+                (0, 2**32),
+                (True, 0),
+            ]
+        ),
+    )
     def get_malformed(self, reader, args):
         self.both("malformed get", lambda s: s.readers[reader].get(*args, [0] * 32, "a"))
 
@@ -286,8 +319,9 @@ class SideBySide(RuleBasedStateMachine):
         reference = wanted[0]
         starts = [h[0] % BUFFER for h in reference.issued if h is not None]
         where = first_difference(reference.segment(), imp, starts)
-        pytest.fail(f"segment of {self.impl.__name__} differs from "
-                    f"{reference.impl.__name__}'s at {where}")
+        pytest.fail(
+            f"segment of {self.impl.__name__} differs from {reference.impl.__name__}'s at {where}"
+        )
 
 
 def _show(outcome: tuple[str, Any]) -> str:
@@ -296,8 +330,7 @@ def _show(outcome: tuple[str, Any]) -> str:
 
 
 def machine(impl: ModuleType, layout: bool, hardened: bool = False) -> type[SideBySide]:
-    cls = type("SideBySide", (SideBySide,), {"impl": impl, "layout": layout,
-                                             "hardened": hardened})
+    cls = type("SideBySide", (SideBySide,), {"impl": impl, "layout": layout, "hardened": hardened})
     cls.TestCase.settings = settings(cls.TestCase.settings, stateful_step_count=40)
     return cls
 
@@ -332,11 +365,17 @@ def share_one_segment(writer_impl: ModuleType, reader_impls: list[ModuleType]) -
         readers = []
         for impl in reader_impls:
             reader = impl.SingleWriterShmObjectStorage.create_from_handle(
-                reader_handle(writer.handle(), lock))
+                reader_handle(writer.handle(), lock)
+            )
             resources.callback(reader.close)
             readers.append(reader)
-        values = {"int": 7, "str": "héllo" * 9, "bytes": bytes(range(200)),
-                  "list": [1, [2, 3], None], "dict": {"a": 1, "b": [True, 1.5]}}
+        values = {
+            "int": 7,
+            "str": "héllo" * 9,
+            "bytes": bytes(range(200)),
+            "list": [1, [2, 3], None],
+            "dict": {"a": 1, "b": [True, 1.5]},
+        }
         handles = {}
         for key, value in values.items():
             address, monotonic_id = writer.put(key, value)
@@ -352,8 +391,9 @@ def share_one_segment(writer_impl: ModuleType, reader_impls: list[ModuleType]) -
                 reader.get(address, monotonic_id, signature, "str")
         # every reader read every object once: all reclaimable by the writer
         writer.free_unused()
-        assert not any(writer.is_cached(k) for k in values), \
+        assert not any(writer.is_cached(k) for k in values), (
             "the writer did not see the readers' counts (counted elsewhere?)"
+        )
         # reuse the space: the old handle at that address is stale, the new one reads
         fresh = writer.put("fresh", "x" * 150)
         assert fresh[0] == handles["int"][0], "the emptied ring did not start again at 0"

@@ -25,8 +25,12 @@ def test_a_leaked_segment_fails_the_session(tmp_path):
         "    from multiprocessing import shared_memory\n"
         "    atexit.register(lambda: [shared_memory.SharedMemory(n).unlink() for n in LEAKED])\n"
     )
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(tmp_path)], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert run.returncode != 0
     assert "leaked shared-memory segments" in run.stdout

@@ -24,11 +24,17 @@ SLOW = pytest.mark.skipif(not os.environ.get("SHMREF_SLOW"), reason="slow: set S
 
 
 def crosshair(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO),
-                                                                      os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     return subprocess.run(
         [sys.executable, "-m", "crosshair", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -62,8 +68,13 @@ def test_broken_step_carries_the_step_contract() -> None:
 
 
 def test_allocator_contracts_hold() -> None:
-    done = crosshair("check", "--analysis_kind=PEP316", "--per_condition_timeout=4",
-                     "--report_all", "refimpl.allocator")
+    done = crosshair(
+        "check",
+        "--analysis_kind=PEP316",
+        "--per_condition_timeout=4",
+        "--report_all",
+        "refimpl.allocator",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "error" not in done.stdout
     assert done.stdout.count("Confirmed over all paths") >= 15, done.stdout
@@ -74,19 +85,27 @@ FAST_STEPS = ("allocate_any", "allocate_bounds", "allocate_ids", "reclaim_any", 
 
 def test_unbounded_step_contracts_hold() -> None:
     """The steps CrossHair proves quickly; the list steps are in `test_make_proofs`."""
-    done = crosshair("check", "--analysis_kind=PEP316", "--per_condition_timeout=10",
-                     "--report_all", *(f"proofs.steps.{name}" for name in FAST_STEPS))
+    done = crosshair(
+        "check",
+        "--analysis_kind=PEP316",
+        "--per_condition_timeout=10",
+        "--report_all",
+        *(f"proofs.steps.{name}" for name in FAST_STEPS),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "error" not in done.stdout
     assert done.stdout.count("Confirmed over all paths") == 16, done.stdout
 
 
-@pytest.mark.parametrize("target", [
-    "proofs.broken.place_straddle",
-    "proofs.broken.place_early_wrap",
-    "proofs.broken.place_overcommit",
-    "proofs.broken.allocate_any_overcommit",
-])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "proofs.broken.place_straddle",
+        "proofs.broken.place_early_wrap",
+        "proofs.broken.place_overcommit",
+        "proofs.broken.allocate_any_overcommit",
+    ],
+)
 def test_crosshair_refutes_broken_variant(target: str) -> None:
     done = crosshair("check", "--analysis_kind=PEP316", "--per_condition_timeout=5", target)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -123,8 +142,14 @@ def test_steps_hold_on_concrete_examples() -> None:
 @needs_seed
 def test_seed_docstring_scenarios_agree() -> None:
     """The seed class docstring's scenarios 1-4 (100-byte buffer)."""
-    ops = [("allocate", 20), ("allocate", 30), ("release", 1), ("release", 1),
-           ("allocate", 40), ("allocate", 20)]
+    ops = [
+        ("allocate", 20),
+        ("allocate", 30),
+        ("release", 1),
+        ("release", 1),
+        ("allocate", 40),
+        ("allocate", 20),
+    ]
     assert seeddiff.run_ops(100, 2**31, ops) is None
     lockstep = seeddiff.Lockstep(100, 2**31)
     for op in ops[:2]:
@@ -140,11 +165,14 @@ def test_seed_and_allocator_agree_on_random_sequences() -> None:
 
 
 @needs_seed
-@pytest.mark.parametrize("place_fn, ops", [
-    (broken._overcommit, [("allocate", 4), ("allocate", 1), ("release", 1), ("allocate", 5)]),
-    (broken._straddle, [("allocate", 1), ("allocate", 1), ("release", 1), ("allocate", 5)]),
-    (broken._early_wrap, [("allocate", 22)]),
-])
+@pytest.mark.parametrize(
+    "place_fn, ops",
+    [
+        (broken._overcommit, [("allocate", 4), ("allocate", 1), ("release", 1), ("allocate", 5)]),
+        (broken._straddle, [("allocate", 1), ("allocate", 1), ("release", 1), ("allocate", 5)]),
+        (broken._early_wrap, [("allocate", 22)]),
+    ],
+)
 def test_differential_notices_broken_place(place_fn: seeddiff.PlaceFn, ops: list) -> None:
     capacity = 30
     assert seeddiff.run_ops(capacity, 2**31, ops) is None
@@ -168,10 +196,13 @@ def test_diff_wrappers_agree_concretely() -> None:
 @SLOW
 @needs_seed
 @pytest.mark.slow
-@pytest.mark.parametrize("pair", [
-    ("proofs.seeddiff.seed_allocate_diff", "proofs.seeddiff.ref_allocate_diff"),
-    ("proofs.seeddiff.seed_free_diff", "proofs.seeddiff.ref_free_diff"),
-])
+@pytest.mark.parametrize(
+    "pair",
+    [
+        ("proofs.seeddiff.seed_allocate_diff", "proofs.seeddiff.ref_allocate_diff"),
+        ("proofs.seeddiff.seed_free_diff", "proofs.seeddiff.ref_free_diff"),
+    ],
+)
 def test_diffbehavior_finds_no_difference(pair: tuple[str, str]) -> None:
     done = crosshair("diffbehavior", "--per_condition_timeout=30", *pair)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -181,9 +212,12 @@ def test_diffbehavior_finds_no_difference(pair: tuple[str, str]) -> None:
 @needs_seed
 @pytest.mark.slow
 def test_diffbehavior_finds_the_straddle() -> None:
-    done = crosshair("diffbehavior", "--per_condition_timeout=120",
-                     "proofs.seeddiff.seed_allocate_diff",
-                     "proofs.broken.ref_allocate_straddle_diff")
+    done = crosshair(
+        "diffbehavior",
+        "--per_condition_timeout=120",
+        "proofs.seeddiff.seed_allocate_diff",
+        "proofs.broken.ref_allocate_straddle_diff",
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Given:" in done.stdout
 
@@ -191,6 +225,7 @@ def test_diffbehavior_finds_the_straddle() -> None:
 @SLOW
 @pytest.mark.slow
 def test_make_proofs() -> None:
-    done = subprocess.run([sys.executable, "-m", "proofs"], cwd=REPO, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "proofs"], cwd=REPO, capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

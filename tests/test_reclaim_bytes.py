@@ -136,6 +136,4 @@ def test_issue_example_on_both_targets() -> None:
     """The example from issue 15: a 28-byte ring, max_object_size 7, objects 6, 6, 7."""
     case = Case(28, 7, [("put", 6), ("put", 6), ("put", 7)])
     assert spurious_memory_errors(SingleWriterShmObjectStorage, case) == []
-    assert spurious_memory_errors(OldTarget, case) == [
-        "step 2: MemoryError on 7 bytes, room"
-    ]
+    assert spurious_memory_errors(OldTarget, case) == ["step 2: MemoryError on 7 bytes, room"]

@@ -64,13 +64,17 @@ def test_allocator_state_graph_every_edge(impl, tmp_path):
         steps += len(report.steps)
         assert report.ok, report.table()
     elapsed = time.monotonic() - started
-    print(f"MCRing: {len(graph.states)} states, {len(graph.edges)} edges, {len(paths)} paths, "
-          f"{steps} steps replayed in {elapsed:.1f} s, edge coverage {coverage:.1%}")
+    print(
+        f"MCRing: {len(graph.states)} states, {len(graph.edges)} edges, {len(paths)} paths, "
+        f"{steps} steps replayed in {elapsed:.1f} s, edge coverage {coverage:.1%}"
+    )
     assert coverage == 1.0
 
 
-@pytest.mark.parametrize("mutant", ["free_rule_without_n_readers", "get_cached_not_counted",
-                                    "no_lap_wrap", "touch_ignored"])
+@pytest.mark.parametrize(
+    "mutant",
+    ["free_rule_without_n_readers", "get_cached_not_counted", "no_lap_wrap", "touch_ignored"],
+)
 def test_replay_catches_injected_bugs(corpus, mutant, is_refimpl):
     """A broken copy of refimpl diverges from the spec on the same corpus."""
     if not is_refimpl:

@@ -209,8 +209,11 @@ class TestBadInput:
         ring = ring_factory(100)
         reader = impl.SingleWriterShmRingBuffer(*ring.handle())
         try:
-            for call in (lambda: reader.allocate_buf(8), reader.clear,
-                         lambda: reader.free_buf(ALWAYS)):
+            for call in (
+                lambda: reader.allocate_buf(8),
+                reader.clear,
+                lambda: reader.free_buf(ALWAYS),
+            ):
                 with pytest.raises(ValueError, match="only the writer"):
                     call()
         finally:
@@ -220,8 +223,11 @@ class TestBadInput:
         ring = impl.SingleWriterShmRingBuffer(100, create=True)
         ring.close()
         ring.close()  # idempotent
-        for call in (lambda: ring.allocate_buf(8), ring.get_auth_secret,
-                     lambda: list(ring.free_buf(ALWAYS))):
+        for call in (
+            lambda: ring.allocate_buf(8),
+            ring.get_auth_secret,
+            lambda: list(ring.free_buf(ALWAYS)),
+        ):
             with pytest.raises(ValueError, match="closed"):
                 call()
 
@@ -270,8 +276,11 @@ class TestBoundary:
     def test_numbers_equal_to_an_int_are_not_ints(self, impl, ring_factory, look_alike):
         ring = ring_factory(100)
         ring.allocate_buf(8)
-        for call in (lambda: ring.read_header(look_alike), lambda: ring.access_buf(
-                look_alike).__enter__(), lambda: ring.allocate_buf(look_alike)):
+        for call in (
+            lambda: ring.read_header(look_alike),
+            lambda: ring.access_buf(look_alike).__enter__(),
+            lambda: ring.allocate_buf(look_alike),
+        ):
             with pytest.raises(TypeError) as caught:
                 call()
             assert isinstance(caught.value, ValueError)  # the seed's documented type too
@@ -291,9 +300,14 @@ class TestBoundary:
 
 def run_python(script: str) -> subprocess.CompletedProcess[str]:
     """Run `script`; stderr also collects what this process's resource tracker prints."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO, env={**os.environ,
-                                                                 "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def test_close_after_a_failed_init_is_silent(is_refimpl):
@@ -332,10 +346,18 @@ def test_attached_readers_leave_the_resource_tracker_alone(is_refimpl):
     `resource_tracker.unregister`) makes it print a KeyError at the writer's unlink."""
     if not is_refimpl:
         pytest.skip("refimpl's untracked attach")
-    ours = run_python(READER_IN_WRITER_PROCESS.format(
-        attach="refimpl.SingleWriterShmRingBuffer(*writer.handle()).close()"))
+    ours = run_python(
+        READER_IN_WRITER_PROCESS.format(
+            attach="refimpl.SingleWriterShmRingBuffer(*writer.handle()).close()"
+        )
+    )
     assert (ours.stdout.strip(), ours.stderr) == ("done", "")
-    naive = run_python(READER_IN_WRITER_PROCESS.format(attach=(
-        "m = shared_memory.SharedMemory(writer.handle()[1]); "
-        "resource_tracker.unregister('/' + m.name, 'shared_memory'); m.close()")))
+    naive = run_python(
+        READER_IN_WRITER_PROCESS.format(
+            attach=(
+                "m = shared_memory.SharedMemory(writer.handle()[1]); "
+                "resource_tracker.unregister('/' + m.name, 'shared_memory'); m.close()"
+            )
+        )
+    )
     assert "KeyError" in naive.stderr

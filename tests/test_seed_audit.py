@@ -35,8 +35,14 @@ ODD_NUMBERS = st.one_of(
     st.complex_numbers(max_magnitude=4, allow_nan=False, allow_infinity=False),
 )
 ANY_NUMBER = st.one_of(st.integers(-(2**70), 2**70), ODD_NUMBERS, st.none(), st.text(max_size=2))
-WRITER_ONLY = {"put": ("k2", "v"), "is_cached": ("k",), "get_cached": ("k",),
-               "get_signature": ("k",), "release_touches": (), "free_unused": ()}
+WRITER_ONLY = {
+    "put": ("k2", "v"),
+    "is_cached": ("k",),
+    "get_cached": ("k",),
+    "get_signature": ("k",),
+    "release_touches": (),
+    "free_unused": (),
+}
 
 
 @contextmanager
@@ -50,7 +56,8 @@ def store(mod: ModuleType) -> Iterator[tuple[Any, Any]]:
         assert writer.put("k", "v") == (0, 0)
         size, name = ring.handle()
         reader = mod.SingleWriterShmObjectStorage(
-            64, 1, mod.SingleWriterShmRingBuffer(size, name=name), reader_lock=lock)
+            64, 1, mod.SingleWriterShmRingBuffer(size, name=name), reader_lock=lock
+        )
         yield writer, reader
     finally:
         if reader is not None:
@@ -161,16 +168,26 @@ def audit_buffer_size(mod: ModuleType, size: Any) -> str | None:
 
 
 AUDITS: dict[str, tuple[Callable[[ModuleType, Any], str | None], st.SearchStrategy[Any]]] = {
-    "writer.get": (audit_writer_get, st.tuples(
-        st.one_of(st.integers(-3, 3).map(lambda k: 256 * k), ODD_NUMBERS),
-        st.one_of(st.just(0), ODD_NUMBERS))),
+    "writer.get": (
+        audit_writer_get,
+        st.tuples(
+            st.one_of(st.integers(-3, 3).map(lambda k: 256 * k), ODD_NUMBERS),
+            st.one_of(st.just(0), ODD_NUMBERS),
+        ),
+    ),
     "reader.get": (audit_reader_get, st.tuples(ANY_NUMBER, ANY_NUMBER)),
     "reader.touch": (audit_reader_touch, st.tuples(ANY_NUMBER, ANY_NUMBER)),
-    "writer.put key": (audit_put_key, st.one_of(
-        st.text(max_size=3), st.none(), st.integers(), st.binary(max_size=2), ODD_NUMBERS)),
+    "writer.put key": (
+        audit_put_key,
+        st.one_of(
+            st.text(max_size=3), st.none(), st.integers(), st.binary(max_size=2), ODD_NUMBERS
+        ),
+    ),
     "ring.allocate_buf": (audit_allocate, st.one_of(st.integers(-300, 300), ODD_NUMBERS)),
-    "writer-only methods on a reader": (audit_writer_only_on_reader,
-                                        st.sampled_from(sorted(WRITER_ONLY))),
+    "writer-only methods on a reader": (
+        audit_writer_only_on_reader,
+        st.sampled_from(sorted(WRITER_ONLY)),
+    ),
     "ring constructor": (audit_buffer_size, st.one_of(st.integers(-40, 40), st.floats(1, 99))),
 }
 
@@ -237,10 +254,20 @@ def _coerce_key(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 BROKEN = {  # a deliberately broken refimpl: (class, method, wrapper, audit, finding)
-    "allocate_buf takes any number": ("SingleWriterShmRingBuffer", "allocate_buf",
-                                      _coerce_size, "ring.allocate_buf", "1"),
-    "put takes any key": ("SingleWriterShmObjectStorage", "put", _coerce_key,
-                          "writer.put key", "16"),
+    "allocate_buf takes any number": (
+        "SingleWriterShmRingBuffer",
+        "allocate_buf",
+        _coerce_size,
+        "ring.allocate_buf",
+        "1",
+    ),
+    "put takes any key": (
+        "SingleWriterShmObjectStorage",
+        "put",
+        _coerce_key,
+        "writer.put key",
+        "16",
+    ),
 }
 
 

@@ -20,12 +20,22 @@ from hypothesis import given
 from refimpl.serde import MsgpackSerde
 
 SERDE = MsgpackSerde()
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1),
-                    st.floats(allow_nan=False), st.text(max_size=50), st.binary(max_size=50))
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=5),
-    st.dictionaries(st.one_of(st.text(max_size=5), st.integers(0, 99)), inner, max_size=5)),
-    max_leaves=20)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=50),
+    st.binary(max_size=50),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(0, 99)), inner, max_size=5),
+    ),
+    max_leaves=20,
+)
 
 
 def roundtrip(value: Any) -> Any:
@@ -60,9 +70,16 @@ def test_tuples_come_back_as_lists_and_bytes_likes_as_bytes() -> None:
     assert roundtrip(memoryview(array.array("i", [1, 2]))) == array.array("i", [1, 2]).tobytes()
 
 
-@pytest.mark.parametrize("value, name", [({1}, "set"), (object(), "object"),
-                                         ([1, {"a": frozenset()}], "frozenset"),
-                                         (1j, "complex"), (print, "builtin_function_or_method")])
+@pytest.mark.parametrize(
+    "value, name",
+    [
+        ({1}, "set"),
+        (object(), "object"),
+        ([1, {"a": frozenset()}], "frozenset"),
+        (1j, "complex"),
+        (print, "builtin_function_or_method"),
+    ],
+)
 def test_unstorable_types_raise_type_error_naming_them(value: Any, name: str) -> None:
     with pytest.raises(TypeError, match=f"cannot store a {name};"):
         SERDE.serialize(value)
@@ -74,13 +91,16 @@ def test_ints_beyond_64_bits_raise_value_error(value: Any) -> None:
         SERDE.serialize(value)
 
 
-@pytest.mark.parametrize("blob", [
-    b"",  # no metadata at all
-    b"\x07" + msgpack.packb(1),  # metadata no serde writes
-    b"\x00" + msgpack.packb([1, 2])[:-1],  # truncated
-    b"\x00" + msgpack.packb(1) + b"\x01",  # trailing bytes
-    b"\x00\xc1",  # a byte msgpack never uses
-])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"",  # no metadata at all
+        b"\x07" + msgpack.packb(1),  # metadata no serde writes
+        b"\x00" + msgpack.packb([1, 2])[:-1],  # truncated
+        b"\x00" + msgpack.packb(1) + b"\x01",  # trailing bytes
+        b"\x00\xc1",  # a byte msgpack never uses
+    ],
+)
 def test_bytes_that_are_no_object_are_refused(blob: bytes) -> None:
     """The check that replaces the hand-written length parser: msgpack itself
     refuses missing and trailing bytes."""
@@ -103,14 +123,17 @@ class Returning:
         return bytes(data)
 
 
-@pytest.mark.parametrize("output", [
-    ("text", 4, b"", 0),  # data not bytes
-    ([b"ab", "cd"], 4, b"", 0),  # a part not bytes
-    (b"abcd", 3, b"", 0),  # data_bytes wrong
-    (b"abcd", 4, b"m", 0),  # md_bytes wrong
-    (b"abcd", 4, "m", 1),  # metadata not bytes
-    (b"abcd", 4.0, b"", 0),  # a size not an int
-])
+@pytest.mark.parametrize(
+    "output",
+    [
+        ("text", 4, b"", 0),  # data not bytes
+        ([b"ab", "cd"], 4, b"", 0),  # a part not bytes
+        (b"abcd", 3, b"", 0),  # data_bytes wrong
+        (b"abcd", 4, b"m", 0),  # md_bytes wrong
+        (b"abcd", 4, "m", 1),  # metadata not bytes
+        (b"abcd", 4.0, b"", 0),  # a size not an int
+    ],
+)
 def test_put_checks_a_serdes_output_before_allocating(
     impl: ModuleType, ring_factory: Callable[..., Any], is_refimpl: bool, output: Any
 ) -> None:
@@ -152,8 +175,9 @@ def allocated(call: Callable[[], Any]) -> tuple[int, Any]:
         gc.enable()
 
 
-@pytest.mark.parametrize("value, extra_in_put", [(bytes(1 << 20), 0), ("x" * (1 << 20), 1)],
-                         ids=["bytes", "str"])
+@pytest.mark.parametrize(
+    "value, extra_in_put", [(bytes(1 << 20), 0), ("x" * (1 << 20), 1)], ids=["bytes", "str"]
+)
 def test_copies_from_put_to_a_readers_object(
     impl: ModuleType, ring_factory: Callable[..., Any], value: Any, extra_in_put: int
 ) -> None:
@@ -164,7 +188,8 @@ def test_copies_from_put_to_a_readers_object(
     lock = mp.get_context("spawn").Lock()
     writer = impl.SingleWriterShmObjectStorage(size + 64, 1, ring_factory(size + 128))
     reader = impl.SingleWriterShmObjectStorage.create_from_handle(
-        type(writer.handle())(**{**vars(writer.handle()), "reader_lock": lock}))
+        type(writer.handle())(**{**vars(writer.handle()), "reader_lock": lock})
+    )
     try:
         put_bytes, (address, monotonic_id) = allocated(lambda: writer.put("k", value))
         signature = writer.get_signature("k")

@@ -42,8 +42,14 @@ class StoreMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.driver = Driver(self.impl, self.N, n_readers=self.R, id_max=self.ID_MAX,
-                             max_obj=self.MAX_OBJ, reader_processes=self.reader_processes)
+        self.driver = Driver(
+            self.impl,
+            self.N,
+            n_readers=self.R,
+            id_max=self.ID_MAX,
+            max_obj=self.MAX_OBJ,
+            reader_processes=self.reader_processes,
+        )
         self.model = StoreModel(self.N, self.R, self.ID_MAX, self.MAX_OBJ)
 
     def teardown(self) -> None:
@@ -53,7 +59,8 @@ class StoreMachine(RuleBasedStateMachine):
         real = getattr(self.driver, name)(*args)
         expected = getattr(self.model, name)(*args)
         same = real.status == expected.status and (
-            expected.result is None or real.result == expected.result)
+            expected.result is None or real.result == expected.result
+        )
         assert same, f"{name}{args}: implementation gave {real}, model expects {expected}"
         return real
 
@@ -101,8 +108,7 @@ class StoreMachine(RuleBasedStateMachine):
     # -- readers -----------------------------------------------------------------
 
     def idle_with_mail(self) -> list[int]:
-        return [r for r in range(self.R)
-                if self.model.reads[r] is None and +self.model.inbox[r]]
+        return [r for r in range(self.R) if self.model.reads[r] is None and +self.model.inbox[r]]
 
     @precondition(lambda self: self.idle_with_mail())
     @rule(data=st.data())
@@ -157,13 +163,20 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def get_begin_foreign(self, data):
         """A handle from another storage (signed with another secret): refused."""
-        reader = data.draw(st.sampled_from([r for r in range(self.R)
-                                            if self.model.reads[r] is None]))
-        self.step("get_begin_foreign", reader, data.draw(st.sampled_from(
-            sorted(self.model.issued))))
+        reader = data.draw(
+            st.sampled_from([r for r in range(self.R) if self.model.reads[r] is None])
+        )
+        self.step(
+            "get_begin_foreign", reader, data.draw(st.sampled_from(sorted(self.model.issued)))
+        )
 
-    @rule(reader=st.integers(0, 1), key=st.sampled_from(KEYS),
-          address=st.integers(0, 12), monotonic_id=st.integers(0, 4), roll=st.integers(0, 3))
+    @rule(
+        reader=st.integers(0, 1),
+        key=st.sampled_from(KEYS),
+        address=st.integers(0, 12),
+        monotonic_id=st.integers(0, 4),
+        roll=st.integers(0, 3),
+    )
     def get_begin_forged(self, reader, key, address, monotonic_id, roll):
         """A handle the writer never issued (taken one time in four)."""
         handle = (key, address, monotonic_id)
@@ -176,8 +189,9 @@ class StoreMachine(RuleBasedStateMachine):
         ready = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied is None]
         self.step("get_copy", data.draw(st.sampled_from(ready)))
 
-    @precondition(lambda self: any(r is not None and r.copied is not None
-                                   for r in self.model.reads))
+    @precondition(
+        lambda self: any(r is not None and r.copied is not None for r in self.model.reads)
+    )
     @rule(data=st.data())
     def get_end(self, data):
         done = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied]
@@ -258,8 +272,9 @@ def storage_traces():
     return simulation_corpus("MCStorage", 60, 30, 7)
 
 
-def machine_for(impl: ModuleType, base: type[StoreMachine] = StoreMachine,
-                **overrides) -> type[StoreMachine]:
+def machine_for(
+    impl: ModuleType, base: type[StoreMachine] = StoreMachine, **overrides
+) -> type[StoreMachine]:
     return type("Machine", (base,), {"impl": impl, **overrides})
 
 
@@ -279,8 +294,9 @@ def test_store_machine_small_ids(impl):
 def test_store_machine_reader_processes(impl):
     """Readers in their own processes: the same rules over real cross-process memory."""
     machine = machine_for(impl, reader_processes=True)
-    machine.TestCase.settings = settings(machine.TestCase.settings, max_examples=8,
-                                         stateful_step_count=30)
+    machine.TestCase.settings = settings(
+        machine.TestCase.settings, max_examples=8, stateful_step_count=30
+    )
     machine.TestCase().runTest()
 
 
@@ -292,8 +308,9 @@ def test_state_machine_catches_injected_bugs(mutant, is_refimpl):
         pytest.skip("mutants are copies of refimpl")
     machine = machine_for(build_mutant(mutant))
     # Finding the bug is the point; shrinking it would only cost minutes.
-    machine.TestCase.settings = settings(machine.TestCase.settings, max_examples=400,
-                                         phases=[Phase.explicit, Phase.generate])
+    machine.TestCase.settings = settings(
+        machine.TestCase.settings, max_examples=400, phases=[Phase.explicit, Phase.generate]
+    )
     try:
         machine.TestCase().runTest()
     except AssertionError:
@@ -320,8 +337,13 @@ def counting_touch_impl() -> ModuleType:
         @staticmethod
         def create_from_handle(handle):
             ring = refimpl.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
-            return Storage(handle.max_object_size, handle.n_readers, ring,
-                           handle.serde_class, handle.reader_lock)
+            return Storage(
+                handle.max_object_size,
+                handle.n_readers,
+                ring,
+                handle.serde_class,
+                handle.reader_lock,
+            )
 
     module = types.ModuleType("refimpl_counting_touch")
     module.SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer
@@ -335,7 +357,8 @@ def test_state_machine_catches_a_reader_touch_that_counts(is_refimpl):
     if not is_refimpl:
         pytest.skip("a variant of refimpl")
     machine = machine_for(counting_touch_impl())
-    machine.TestCase.settings = settings(machine.TestCase.settings,
-                                         phases=[Phase.explicit, Phase.generate])
+    machine.TestCase.settings = settings(
+        machine.TestCase.settings, phases=[Phase.explicit, Phase.generate]
+    )
     with pytest.raises(AssertionError, match="counts"):
         machine.TestCase().runTest()

@@ -103,8 +103,16 @@ def handle_of(writer, key):
 def test_put_then_get_roundtrip_types(store_factory, attach):
     writer = store_factory()
     reader = attach(writer)
-    values = {"int": 7, "str": "héllo", "bytes": b"\x00\xff", "list": [1, [2, 3]],
-              "dict": {"a": 1, 2: "b"}, "none": None, "float": 1.5, "bool": True}
+    values = {
+        "int": 7,
+        "str": "héllo",
+        "bytes": b"\x00\xff",
+        "list": [1, [2, 3]],
+        "dict": {"a": 1, 2: "b"},
+        "none": None,
+        "float": 1.5,
+        "bool": True,
+    }
     for key, value in values.items():
         writer.put(key, value)
     for key, value in values.items():
@@ -274,8 +282,11 @@ def test_signatures_interoperate_across_instances(store_factory, attach):
     import hashlib
     import hmac
 
-    message = (hashlib.sha256(b"k").digest() + address.to_bytes(8, "little")
-               + monotonic_id.to_bytes(4, "little"))
+    message = (
+        hashlib.sha256(b"k").digest()
+        + address.to_bytes(8, "little")
+        + monotonic_id.to_bytes(4, "little")
+    )
     expected = hmac.new(writer.segment.secret(), message, hashlib.sha256)
     assert bytes(signature) == expected.digest()
     writer.verify_signature(key, address, monotonic_id, signature)
@@ -304,9 +315,22 @@ class TestBadHandles:
         _, reader, (a, i, sig, _k) = setup
         self.check(reader, (a, i, sig, "other"))
 
-    @pytest.mark.parametrize("sig", [None, [], list(range(31)), list(range(33)),
-                                     ["1"] * 32, [256] * 32, [-1] * 32, bytes(32),
-                                     [1.0] * 32, [True] * 32, "x" * 32])
+    @pytest.mark.parametrize(
+        "sig",
+        [
+            None,
+            [],
+            list(range(31)),
+            list(range(33)),
+            ["1"] * 32,
+            [256] * 32,
+            [-1] * 32,
+            bytes(32),
+            [1.0] * 32,
+            [True] * 32,
+            "x" * 32,
+        ],
+    )
     def test_malformed_signatures(self, setup, sig):
         _, reader, (a, i, _sig, k) = setup
         self.check(reader, (a, i, sig, k))
@@ -395,15 +419,22 @@ class TestBadPuts:
         writer = store_factory()
         writer.put("k", 1)
         writer.close()
-        for call in (lambda: writer.put("j", 1), writer.free_unused,
-                     lambda: writer.get_signature("k")):
+        for call in (
+            lambda: writer.put("j", 1),
+            writer.free_unused,
+            lambda: writer.get_signature("k"),
+        ):
             with pytest.raises(ValueError, match="closed"):
                 call()
 
     def test_reader_cannot_use_writer_operations(self, store_factory, attach):
         reader = attach(store_factory())
-        for call in (lambda: reader.put("k", 1), reader.free_unused,
-                     lambda: reader.get_cached("k"), lambda: reader.get_signature("k")):
+        for call in (
+            lambda: reader.put("k", 1),
+            reader.free_unused,
+            lambda: reader.get_cached("k"),
+            lambda: reader.get_signature("k"),
+        ):
             with pytest.raises(ValueError, match="only the writer"):
                 call()
 
@@ -429,8 +460,13 @@ def test_validation_survives_python_O(tmp_path):
         "    r.close()\n"
         "print('ok')\n"
     )
-    run = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True,
-                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    run = subprocess.run(
+        [sys.executable, "-O", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
 
@@ -466,8 +502,13 @@ print("ok")
 
 def test_bad_handles_and_keys_are_value_errors_under_python_O() -> None:
     """The storage's checks are not asserts either (refimpl's code, run under -O)."""
-    run = subprocess.run([sys.executable, "-O", "-c", _DASH_O_HANDLES], capture_output=True,
-                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    run = subprocess.run(
+        [sys.executable, "-O", "-c", _DASH_O_HANDLES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
 
@@ -535,8 +576,9 @@ def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_loc
         pytest.skip("the seed keeps the view (FINDINGS #9a)")
     writer = store_factory()
     writer.put("k", "v")
-    handle = dataclasses.replace(writer.handle(), serde_class=ChainingSerde,
-                                 reader_lock=reader_lock)
+    handle = dataclasses.replace(
+        writer.handle(), serde_class=ChainingSerde, reader_lock=reader_lock
+    )
     reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
     with pytest.raises(ValueError, match="outer") as failure:
         reader.get(*handle_of(writer, "k"))
@@ -550,8 +592,9 @@ def test_concurrent_reader_threads_count_exactly(store_factory, attach):
     writer.put("k", list(range(50)))
     handle = handle_of(writer, "k")
     reader = attach(writer)
-    threads = [threading.Thread(target=lambda: [reader.get(*handle) for _ in range(25)])
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: [reader.get(*handle) for _ in range(25)]) for _ in range(8)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -35,11 +35,17 @@ def test_stress_writer_evicts_while_four_readers_verify(impl_name, capsys):
 def test_the_stress_counts_torn_foreign_and_refused_reads():
     """The stress test's classification must be able to fail."""
     result = stress.StressResult("x", 0, 4)
-    stress.classify(result, [
-        "k1: torn value", "k2: foreign value of b'k3'", "k4: KeyError: 'x'",
-        "k5: ValueError: Data for address:id '0:1' has been modified or is invalid.",
-        "k6: ValueError: no valid chunk at address 8: header size 0 is outside [8, 92]",
-        "k7: ValueError: corrupt object in shared memory: x"])
+    stress.classify(
+        result,
+        [
+            "k1: torn value",
+            "k2: foreign value of b'k3'",
+            "k4: KeyError: 'x'",
+            "k5: ValueError: Data for address:id '0:1' has been modified or is invalid.",
+            "k6: ValueError: no valid chunk at address 8: header size 0 is outside [8, 92]",
+            "k7: ValueError: corrupt object in shared memory: x",
+        ],
+    )
     assert (result.torn, result.foreign, result.other, result.refused) == (1, 1, 2, 2)
     assert not result.ok
 

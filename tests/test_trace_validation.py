@@ -50,9 +50,16 @@ def test_recording_of_the_impl_is_a_spec_behaviour(impl, recording, tmp_path, is
     failed_copy = ("get_end" if is_refimpl else "get_copy", "DeserializeError")
     # after a clear, a pending delivery is stale (seed) or rejected (refimpl's F4)
     drained = ("get_begin", "rejected" if is_refimpl else "stale")
-    for wanted in [("put", "ok"), ("put", "ValueError"), ("get_end", "ok"),
-                   drained, ("free_unused", "ok"), ("clear", "ok"),
-                   ("get_cached", "ok"), failed_copy]:
+    for wanted in [
+        ("put", "ok"),
+        ("put", "ValueError"),
+        ("get_end", "ok"),
+        drained,
+        ("free_unused", "ok"),
+        ("clear", "ok"),
+        ("get_cached", "ok"),
+        failed_copy,
+    ]:
         assert wanted in names, f"the workload never produced {wanted}"
     recording.save(tmp_path / "run.json")
     result = validate_either(Recording.load(tmp_path / "run.json"), out_dir=tmp_path / "tlc")
@@ -61,8 +68,9 @@ def test_recording_of_the_impl_is_a_spec_behaviour(impl, recording, tmp_path, is
 
 
 def first(log: list[dict], name: str, outcome: str, after: int = 10) -> int:
-    return next(i for i, e in enumerate(log) if i > after and e["name"] == name
-                and e["outcome"] == outcome)
+    return next(
+        i for i, e in enumerate(log) if i > after and e["name"] == name and e["outcome"] == outcome
+    )
 
 
 # Each tamper returns what the diagnosis must say: the step, then the
@@ -74,8 +82,11 @@ def tampered_address(log: list[dict]) -> list[str]:
     key, address, chunk_id = log[index]["handle"]
     log[index]["handle"] = (key, address + 1, chunk_id)
     recorded, spec = [key, address + 1, chunk_id], [key, address, chunk_id]
-    return [f"step {index + 1} ", f"last_action.handle: recording {json.dumps(recorded)}",
-            f"spec {json.dumps(spec)}"]
+    return [
+        f"step {index + 1} ",
+        f"last_action.handle: recording {json.dumps(recorded)}",
+        f"spec {json.dumps(spec)}",
+    ]
 
 
 def tampered_outcome(log: list[dict]) -> list[str]:
@@ -96,8 +107,11 @@ def tampered_freed(log: list[dict]) -> list[str]:
     index = next(i for i, e in enumerate(log) if e["name"] == "free_unused" and e.get("freed"))
     freed = log[index]["freed"]
     log[index]["freed"] = freed[:-1]
-    return [f"step {index + 1} ", f"last_action.freed: recording {json.dumps(list(freed[:-1]))}",
-            f"spec {json.dumps(list(freed))}"]
+    return [
+        f"step {index + 1} ",
+        f"last_action.freed: recording {json.dumps(list(freed[:-1]))}",
+        f"spec {json.dumps(list(freed))}",
+    ]
 
 
 def dropped_step(log: list[dict]) -> list[str]:
@@ -106,9 +120,11 @@ def dropped_step(log: list[dict]) -> list[str]:
     return ["step ", "cannot take this call"]
 
 
-@pytest.mark.parametrize("tamper", [tampered_address, tampered_outcome, tampered_value,
-                                    tampered_freed, dropped_step],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "tamper",
+    [tampered_address, tampered_outcome, tampered_value, tampered_freed, dropped_step],
+    ids=lambda f: f.__name__,
+)
 def test_tampered_recording_is_rejected(recording, tamper, is_refimpl):
     if not is_refimpl:
         pytest.skip("tampers with refimpl's recording")
@@ -173,8 +189,11 @@ def test_itf_recording_is_validated_by_the_cli(recording, tmp_path: Path, capsys
     assert itf.main(["validate", str(path)]) == 0
     assert "accepted" in capsys.readouterr().out
     doc = json.loads(path.read_text())
-    k = next(i for i, s in enumerate(doc["states"]) if s["last_action"]["name"] == "get_end"
-             and s["last_action"]["outcome"] == "ok")
+    k = next(
+        i
+        for i, s in enumerate(doc["states"])
+        if s["last_action"]["name"] == "get_end" and s["last_action"]["outcome"] == "ok"
+    )
     doc["states"][k]["last_action"]["value"] = "<foreign>"
     path.write_text(json.dumps(doc))
     assert itf.main(["validate", str(path)]) == 1
@@ -190,6 +209,7 @@ def _edit(path: list[Any], value: Any):
             del doc[path[-1]]
         else:
             doc[path[-1]] = value
+
     return apply
 
 
@@ -220,19 +240,32 @@ def test_broken_itf_recording_gets_one_clear_message(recording, case, tmp_path, 
     assert f"state {k}, " in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("data, words", [
-    ({"constants": {"N": 8}, "log": []}, ["constants", "ID_MAX"]),
-    ({"constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 2},
-      "log": [{"name": "put", "key": "a", "size": "2", "handle": [], "outcome": "ok"}]},
-     ["state 1", "last_action.size", "integer"]),
-    ({"log": []}, ["constants", "log"]),
-    ({"constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 0}, "log": []}, ["R", "1.."]),
-    ({"constants": {"N": 8, "ID_MAX": 2**31, "MAX_OBJ": 3, "R": 1}, "log": []},
-     ["ID_MAX", "TLC"]),
-    ({"constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 1},
-      "log": [{"name": "put", "key": "a", "size": 2**40, "handle": [], "outcome": "ok"}]},
-     ["state 1", "last_action.size"]),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"constants": {"N": 8}, "log": []}, ["constants", "ID_MAX"]),
+        (
+            {
+                "constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 2},
+                "log": [{"name": "put", "key": "a", "size": "2", "handle": [], "outcome": "ok"}],
+            },
+            ["state 1", "last_action.size", "integer"],
+        ),
+        ({"log": []}, ["constants", "log"]),
+        ({"constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 0}, "log": []}, ["R", "1.."]),
+        (
+            {"constants": {"N": 8, "ID_MAX": 2**31, "MAX_OBJ": 3, "R": 1}, "log": []},
+            ["ID_MAX", "TLC"],
+        ),
+        (
+            {
+                "constants": {"N": 8, "ID_MAX": 5, "MAX_OBJ": 3, "R": 1},
+                "log": [{"name": "put", "key": "a", "size": 2**40, "handle": [], "outcome": "ok"}],
+            },
+            ["state 1", "last_action.size"],
+        ),
+    ],
+)
 def test_broken_plain_recording_gets_one_clear_message(tmp_path, capsys, data, words):
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(data))
@@ -299,12 +332,17 @@ def test_observations_must_match_the_log_length(observed):
         Recording(observed.constants, observed.log, (observed.observed or [])[:-1]).to_itf()
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda d: d["vars"].append("colour"), ["vars", "unknown variable colour"]),
-    (lambda d: d["states"][3].pop("metadata"), ["state 3", "missing variable metadata"]),
-    (lambda d: d["states"][2].update(counts={"#map": [[0, "one"]]}),
-     ["state 2", "counts", "integer"]),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda d: d["vars"].append("colour"), ["vars", "unknown variable colour"]),
+        (lambda d: d["states"][3].pop("metadata"), ["state 3", "missing variable metadata"]),
+        (
+            lambda d: d["states"][2].update(counts={"#map": [[0, "one"]]}),
+            ["state 2", "counts", "integer"],
+        ),
+    ],
+)
 def test_broken_observed_recording_gets_one_clear_message(observed, edit, words):
     doc = json.loads(json.dumps(observed.to_itf()))
     edit(doc)

@@ -266,8 +266,7 @@ def test_writer_counts_its_gets_only_with_the_readers_lock(
 ) -> None:
     """FINDINGS #6, what the two tests above rely on: without the lock (vLLM's
     sender) the writer's gets are not reads, and nothing becomes reclaimable."""
-    writer = impl.SingleWriterShmObjectStorage(
-        MAX_OBJECT, N_READERS, ring_factory(RING_BYTES))
+    writer = impl.SingleWriterShmObjectStorage(MAX_OBJECT, N_READERS, ring_factory(RING_BYTES))
     first = fill(writer, 0)
     for _key, _value, address, monotonic_id in first:
         for _ in range(N_READERS):
@@ -283,8 +282,7 @@ def test_upstream_overflow_assertions_hold_without_eviction(
     """Why test_buffer_overflow_and_cleanup does not depend on FINDINGS #6:
     its two count assertions, restated, also hold on a writer whose gets
     evict nothing (no lock), where the second round stores 0 objects."""
-    writer = impl.SingleWriterShmObjectStorage(
-        MAX_OBJECT, N_READERS, ring_factory(RING_BYTES))
+    writer = impl.SingleWriterShmObjectStorage(MAX_OBJECT, N_READERS, ring_factory(RING_BYTES))
     stored = fill(writer, 0)
     accessible = sum(writer.get(a, i) == v for _k, v, a, i in stored for _ in range(N_READERS))
     assert accessible == N_READERS * len(stored)  # upstream counts once per object
@@ -344,9 +342,7 @@ def test_resetting_ids_on_clear_lets_an_old_handle_read_a_new_object(
         assert SIGNATURE_ERROR in str(exc)
 
 
-def test_reader_get_and_touch_require_a_valid_signature(
-    storage: Any, open_reader: Any
-) -> None:
+def test_reader_get_and_touch_require_a_valid_signature(storage: Any, open_reader: Any) -> None:
     """test_reader_get_and_touch_each_require_valid_signature."""
     address, monotonic_id = storage.put("key", "value")
     signature = storage.get_signature("key")
@@ -366,9 +362,11 @@ def test_signature_is_bound_to_key_and_address(storage: Any, open_reader: Any) -
     address, monotonic_id = storage.put("key", "value")
     signature = storage.get_signature("key")
     reader = open_reader(storage)
-    for handle in ((address, monotonic_id, signature, "other_key"),
-                   (address + 1, monotonic_id, signature, "key"),
-                   (address, monotonic_id + 1, signature, "key")):
+    for handle in (
+        (address, monotonic_id, signature, "other_key"),
+        (address + 1, monotonic_id, signature, "key"),
+        (address, monotonic_id + 1, signature, "key"),
+    ):
         with pytest.raises(ValueError, match=SIGNATURE_ERROR):
             reader.get(*handle)
 
@@ -436,9 +434,12 @@ def test_handle_from_before_clear_reads_its_data_until_reused(
 def test_spawned_readers_read_every_value(impl_name: str, storage: Any) -> None:
     """run_multiprocess_example, strict: readers in spawned processes, opened
     from the handle with a fresh lock, read every value; any failure fails."""
-    values = {"user_data": {"name": "Alice", "age": 30, "scores": [95, 87, 92]},
-              "simple_string": "Hello, World!", "number": 42,
-              "list_data": [1, 2, 3, "four", 5.0]}
+    values = {
+        "user_data": {"name": "Alice", "age": 30, "scores": [95, 87, 92]},
+        "simple_string": "Hello, World!",
+        "number": 42,
+        "list_data": [1, 2, 3, "four", 5.0],
+    }
     handles = []
     for key, value in values.items():
         address, monotonic_id = storage.put(key, value)

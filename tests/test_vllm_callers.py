@@ -95,16 +95,25 @@ class Deployment:
         ring = impl.SingleWriterShmRingBuffer(RING_BYTES, name=name, create=True)
         resources.callback(ring.close)
         self.sender = impl.SingleWriterShmObjectStorage(
-            max_object_size=MAX_OBJECT, n_readers=WORLD_SIZE, ring_buffer=ring,
-            serde_class=PickleSerde)
+            max_object_size=MAX_OBJECT,
+            n_readers=WORLD_SIZE,
+            ring_buffer=ring,
+            serde_class=PickleSerde,
+        )
         self.lock = mp.get_context("spawn").Lock()
         self.receivers = []
         for _ in range(WORLD_SIZE):
             reader_ring = impl.SingleWriterShmRingBuffer(RING_BYTES, name=name, create=False)
             resources.callback(reader_ring.close)
-            self.receivers.append(impl.SingleWriterShmObjectStorage(
-                max_object_size=MAX_OBJECT, n_readers=WORLD_SIZE, ring_buffer=reader_ring,
-                serde_class=PickleSerde, reader_lock=self.lock))
+            self.receivers.append(
+                impl.SingleWriterShmObjectStorage(
+                    max_object_size=MAX_OBJECT,
+                    n_readers=WORLD_SIZE,
+                    ring_buffer=reader_ring,
+                    serde_class=PickleSerde,
+                    reader_lock=self.lock,
+                )
+            )
 
     def send(self, key: str, value: Any) -> tuple[int, int, list[int], str]:
         """The sender's miss path: put, then a signed handle."""
@@ -253,8 +262,7 @@ def test_caller_serde_travels_with_the_handle_to_spawned_readers(
     """create_from_handle in another process gets the caller's serde class;
     a reader that fails fails the test."""
     handles = [deployment.send(f"mm{n}", features(n)) for n in range(3)]
-    storage_handle = dataclasses.replace(
-        deployment.sender.handle(), reader_lock=deployment.lock)
+    storage_handle = dataclasses.replace(deployment.sender.handle(), reader_lock=deployment.lock)
     assert storage_handle.serde_class is PickleSerde
     reader = ReaderProcess(impl_name, storage_handle)
     try:
