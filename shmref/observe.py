@@ -11,12 +11,11 @@ object `[4-byte read count][...]`.
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Iterable
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 from typing import Any
-from unittest.mock import patch
 
+from refimpl.segment import attach_untracked
 from shmref.contract import COUNT_BYTES, HEADER_BYTES, SECRET_BYTES
 
 _INT = struct.Struct("<i")
@@ -28,10 +27,9 @@ class LayoutError(ValueError):
 
 
 def attach(name: str) -> shared_memory.SharedMemory:
-    if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
-    with patch.object(resource_tracker, "register", lambda *args, **kwargs: None):
-        return shared_memory.SharedMemory(name=name)
+    """Attach without registering with this process's resource tracker (which
+    would unlink the implementation's segment when we exit)."""
+    return attach_untracked(name)
 
 
 class Segment:
