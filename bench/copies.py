@@ -31,7 +31,7 @@ SIZE = 1 << 20
 KINDS = {"bytes": bytes(SIZE), "str (msgpack)": "x" * SIZE}
 
 
-def _peak(call: Callable[[], Any]) -> tuple[int, Any]:
+def peak_allocation(call: Callable[[], Any]) -> tuple[int, Any]:
     """(peak bytes allocated during the call, its result)."""
     gc.collect()
     gc.disable()  # no collection (and no finalizer) inside the measured call
@@ -54,9 +54,11 @@ def store_copies(impl: ModuleType, value: Any) -> int:
             dataclasses.replace(writer.handle(), reader_lock=lock)
         )
         try:
-            put_peak, (address, monotonic_id) = _peak(lambda: writer.put("k", value))
+            put_peak, (address, monotonic_id) = peak_allocation(lambda: writer.put("k", value))
             signature = writer.get_signature("k")
-            get_peak, got = _peak(lambda: reader.get(address, monotonic_id, signature, "k"))
+            get_peak, got = peak_allocation(
+                lambda: reader.get(address, monotonic_id, signature, "k")
+            )
         finally:
             reader.close()
     finally:
@@ -73,8 +75,8 @@ def _write(memory: shared_memory.SharedMemory, value: bytes) -> None:
 def plain_copies(value: bytes) -> int:
     memory = shared_memory.SharedMemory(create=True, size=SIZE)
     try:
-        put_peak, _ = _peak(lambda: _write(memory, value))
-        get_peak, got = _peak(lambda: bytes(memory.buf[:SIZE]))
+        put_peak, _ = peak_allocation(lambda: _write(memory, value))
+        get_peak, got = peak_allocation(lambda: bytes(memory.buf[:SIZE]))
     finally:
         memory.unlink()
         memory.close()

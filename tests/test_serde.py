@@ -5,9 +5,7 @@ checks in any serde's output, and how many times a value is copied from
 from __future__ import annotations
 
 import array
-import gc
 import multiprocessing as mp
-import tracemalloc
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -17,6 +15,7 @@ import msgpack
 import pytest
 from hypothesis import given
 
+from bench.copies import peak_allocation
 from refimpl.serde import MsgpackSerde
 
 SERDE = MsgpackSerde()
@@ -161,18 +160,7 @@ def test_memoryview_parts_of_any_format_are_copied_as_bytes(
 # -- copies from put to a reader's object --------------------------------------------------
 
 
-def allocated(call: Callable[[], Any]) -> tuple[int, Any]:
-    """Peak bytes the call allocates in Python memory (copies of a value land here)."""
-    gc.collect()
-    gc.disable()  # no collection (and no finalizer) inside the measured call
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        result = call()
-        return tracemalloc.get_traced_memory()[1] - base, result
-    finally:
-        tracemalloc.stop()
-        gc.enable()
+allocated = peak_allocation  # one measuring function, shared with bench/copies.py
 
 
 @pytest.mark.parametrize(
