@@ -42,13 +42,12 @@ from shmref.manifest import (
     record,
     regenerate_readme,
 )
+from shmref.paths import SPEC_DIR, cache_dir
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC_DIR = ROOT / "spec"
-OUT_DIR = ROOT / "build" / "tlc"
+OUT_DIR = cache_dir("tlc", keyed_by_spec=False)  # TLC logs; hazards reuse them by spec hash
 MANIFEST = SPEC_DIR / "models.toml"
 
 try:

@@ -8,12 +8,12 @@ The implementation is judged by the written contract (shmref.contract) and
 nothing else: a module lacking a required name is refused (exit 2, one line
 naming the module and the missing names). Against MODULE ('seed' builds the
 seed's own code) it runs the behavioural tests, the side-by-side tests with
-the seed and refimpl (tests/test_layout.py), the TLC trace replays and the
-Hypothesis state machines (pytest in a subprocess with `--impl MODULE
---junitxml`); the hazard counterexamples of the spec's hazard models replayed
+the seed and refimpl (test_layout.py), the TLC trace replays and the
+Hypothesis state machines (shmref.suite, run by pytest in this process);
+the hazard counterexamples of the spec's hazard models replayed
 on MODULE; and trace validation (a recorded run checked by TLC). It writes
 DIR/conformance.md and DIR/conformance.json (default DIR:
-build/conformance/<module>), every property in one of three levels:
+./shmref-conformance/<module>), every property in one of three levels:
 
 - seed-compatible: what the seed's code does (values, exception types, ids,
   addresses, segment bytes); the seed passes all of it by construction, and
@@ -40,6 +40,7 @@ import argparse
 import hashlib
 import json
 import shlex
+import shutil
 import sys
 import threading
 import time
@@ -53,15 +54,16 @@ from shmref import contract, tlc
 from shmref.driver import Driver
 from shmref.hazards import HAZARDS, Hazard, hazard_check, hazard_trace, replay_hazard
 from shmref.impl import load_impl
+from shmref.seedbuild import SeedError
+from shmref.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir, checkout
 from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
 from shmref.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
     TestGroup,
     failure_trace,
-    parse_junit,
     pytest_checks,
-    run_pytest,
+    run_suite,
 )
 from shmref.verdict import (
     ASSUMPTION,
@@ -73,7 +75,6 @@ from shmref.verdict import (
     NOT_RUN,
     PASS,
     PROTOCOL,
-    REPO,
     SEED,
     SKIP,
     Check,
@@ -199,7 +200,7 @@ def validation_check(
 
 def _rel(path: Path) -> str:
     try:
-        return str(path.resolve().relative_to(REPO))
+        return str(path.resolve().relative_to(checkout() or Path.cwd()))
     except ValueError:
         return str(path)
 
@@ -335,31 +336,30 @@ def fingerprint(quick: bool, levels: Sequence[str]) -> str:
 
     files = sorted(
         [
-            *REPO.glob("shmref/*.py"),
-            *REPO.glob("tests/*.py"),
-            *REPO.glob("spec/*.tla"),
-            *REPO.glob("spec/*.cfg"),
-            *REPO.glob("refimpl/*.py"),
+            *PACKAGE_DIR.glob("**/*.py"),
+            *SPEC_DIR.glob("*.tla"),
+            *SPEC_DIR.glob("*.cfg"),
+            *REFIMPL_DIR.glob("*.py"),
             default_seed_path(),
         ]
     )
     for path in files:
         if path.is_file():
-            digest.update(path.name.encode() + path.read_bytes())
+            digest.update(str(path.relative_to(path.parent.parent)).encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def seed_baseline(
     out: Path, quick: bool, levels: Sequence[str], all_groups: bool = False
 ) -> dict[str, Any]:
-    """The seed's own report for the same run (cached in out/seed-baseline)."""
-    folder = out / "seed-baseline"
-    stamp = folder / "fingerprint"
+    """The seed's own report for the same run, cached in the user cache under
+    the run's fingerprint (and copied to out/seed-baseline)."""
     key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
+    folder = cache_dir("seed-baseline") / key
     report = folder / "conformance.json"
-    if not (report.is_file() and stamp.is_file() and stamp.read_text() == key):
+    if not report.is_file():
         run("shmref_seed", folder, quick, levels, baseline=False, all_groups=all_groups)
-        stamp.write_text(key)
+    shutil.copytree(folder, out / "seed-baseline", dirs_exist_ok=True)
     loaded: dict[str, Any] = json.loads(report.read_text())
     return loaded
 
@@ -431,26 +431,23 @@ def run(
     threads = [threading.Thread(target=fetch_traces), threading.Thread(target=validate)]
     for thread in threads if protocol else ():
         thread.start()
-    code, output = run_pytest(name, groups, out, impl) if groups else (0, "")
+    code, cases, collect_errors = run_suite(name, groups, out) if groups else (0, [], "")
     for thread in threads if protocol else ():
         thread.join()
 
     checks: list[Check] = []
-    xml = out / "pytest.xml"
-    if not groups:
-        pass
-    elif xml.is_file():
-        checks += pytest_checks(name, groups, parse_junit(xml), impl)
-    else:
+    if groups and (collect_errors or not cases):
         checks.append(
             Check(
                 groups[0].level,
                 "pytest",
                 "the test run",
                 ERROR,
-                detail=f"pytest exited {code} without a report: " + output.strip()[-500:],
+                detail=f"pytest exited {code}: "
+                + (collect_errors or "no test ran (see pytest.log)").strip()[-500:],
             )
         )
+    checks += pytest_checks(name, groups, cases, impl)
     for hazard in HAZARDS if protocol else ():
         trace, source = traces.get(hazard.model, (None, "no trace"))
         checks.append(hazard_check(name, impl, hazard, trace, source)[0])
@@ -462,7 +459,12 @@ def run(
             check.seed = check.status
         seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
     elif baseline:
-        seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels, all_groups))
+        try:
+            seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels, all_groups))
+        except SeedError as exc:  # no seed text here: say so beside every property
+            for check in checks:
+                check.seed = "no seed"
+            not_run.append(f"the seed baseline ({exc})")
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
     )
@@ -550,7 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(check.failures[0]["trace"])
         print(f"{check.status.upper()}: {check.detail}")
         return 0 if check.status in (PASS, ASSUMPTION) else 1
-    out = (args.out or REPO / "build" / "conformance" / name).resolve()
+    root = checkout()
+    default = root / "build" / "conformance" if root else Path.cwd() / "shmref-conformance"
+    out = (args.out or default / name).resolve()
     report = run(name, out, args.quick, tuple(args.level or LEVELS), all_groups=args.all_groups)
     for level in LEVELS:
         seed = report.seed_levels.get(level, "")

@@ -1,4 +1,5 @@
-"""TLC simulation corpora, made once per spec version and kept in build/.
+"""TLC simulation corpora, made once per spec version and kept in the user cache
+(shmref.paths).
 
 A corpus is the traces of `-simulate num=K -depth D -seed S` on one model;
 the same seed gives the same traces, and the cache key includes a hash of
@@ -13,24 +14,15 @@ from pathlib import Path
 
 from shmref import tlc
 from shmref.manifest import model_files
+from shmref.paths import SPEC_DIR, cache_dir, spec_digest
 
-REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO / "spec"
-CACHE = REPO / "build" / "corpus"
-
-
-def spec_digest(spec_dir: Path = SPEC_DIR) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(spec_dir.glob("*.tla")) + sorted(spec_dir.glob("*.cfg")):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()[:12]
 
 
 def simulation_corpus(
     model: str, num: int, depth: int, seed: int, spec_dir: Path = SPEC_DIR
 ) -> list[tlc.Trace]:
     """`num` traces per TLC worker of at most `depth` states of `model`."""
-    folder = CACHE / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
+    folder = cache_dir("corpus", keyed_by_spec=False) / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
     done = folder / "DONE"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)

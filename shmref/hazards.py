@@ -10,9 +10,9 @@ from types import ModuleType
 from typing import Any
 
 from shmref import contract, tlc
-from shmref.corpus import spec_digest
 from shmref.driver import Driver, Outcome
 from shmref.manifest import model_files
+from shmref.paths import cache_dir
 from shmref.replay import SPEC_DIR, Replayer, describe
 from shmref.verdict import (
     ASSUMPTION,
@@ -21,7 +21,6 @@ from shmref.verdict import (
     NOT_RUN,
     PASS,
     PROTOCOL,
-    REPO,
     SKIP,
     Check,
     impl_arg,
@@ -87,12 +86,12 @@ HAZARDS: tuple[Hazard, ...] = (
 
 
 def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | None, str]:
-    """The model's counterexample: from build/conformance/tlc (cached by spec
-    digest), or build/tlc/<model>.out if `make check` wrote it after the
-    spec's last change, or a fresh TLC run."""
-    cache = REPO / "build" / "conformance" / "tlc" / f"{model}-{spec_digest()}.out"
+    """The model's counterexample: from the user cache (keyed by the spec's
+    hash), or the log `make check` wrote after the spec's last change, or a
+    fresh TLC run."""
+    cache = cache_dir("hazards") / f"{model}.out"
     sources = [cache]
-    check_out = REPO / "build" / "tlc" / f"{model}.out"
+    check_out = cache_dir("tlc", keyed_by_spec=False) / f"{model}.out"
     newest_spec = max(p.stat().st_mtime for p in SPEC_DIR.iterdir() if p.suffix in (".tla", ".cfg"))
     if check_out.is_file() and check_out.stat().st_mtime > newest_spec:
         sources.append(check_out)
@@ -100,7 +99,7 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
         if source.is_file():
             trace = tlc.parse_trace(tlc.parse_tool_output(source.read_text()))
             if trace is not None:
-                return trace, str(source.relative_to(REPO))
+                return trace, str(source)
     if not run_missing:
         return None, "not run (--quick and no cached TLC output; run without --quick)"
     run = tlc.run_tlc(
@@ -112,7 +111,7 @@ def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | N
     )
     if run.trace is None:
         return None, f"TLC found no counterexample: {run.summary()}"
-    return run.trace, str(cache.relative_to(REPO))
+    return run.trace, str(cache)
 
 
 class StepError(Exception):

@@ -1,6 +1,6 @@
 """Deliberately broken copies of refimpl, to prove that our checkers catch bugs.
 
-`build_mutant(name)` copies refimpl into build/mutants/, applies one textual
+`build_mutant(name)` copies refimpl into a temporary folder (removed at exit), applies one textual
 mutation and imports it as `refimpl_<name>`. Each mutation names the exact
 line it changes, and building fails loudly if that line is gone, so a mutant
 can never silently be the unmutated code.
@@ -8,14 +8,16 @@ can never silently be the unmutated code.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD = REPO / "build" / "mutants"
+from shmref.paths import REFIMPL_DIR
+
 
 # name -> (file, original text, mutated text, what the bug means)
 MUTATIONS: dict[str, tuple[str, str, str, str]] = {
@@ -60,10 +62,10 @@ def build_mutant(name: str) -> ModuleType:
     package = f"refimpl_{name}"
     if package in sys.modules:
         return sys.modules[package]
-    root = BUILD / name
+    root = Path(tempfile.mkdtemp(prefix=f"shmref-mutant-{name}-"))
+    atexit.register(shutil.rmtree, root, True)
     target = root / package
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(REPO / "refimpl", target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REFIMPL_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
     for path in target.glob("*.py"):
         text = (
             path.read_text()

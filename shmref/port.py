@@ -19,10 +19,10 @@ import types
 from pathlib import Path
 
 from shmref.contract import CAPABILITIES
-from shmref.seedbuild import REPO_ROOT, build_seed_module
+from shmref.paths import cache_dir
+from shmref.seedbuild import build_seed_module, import_generated
 
 MODULE_NAME = "shmref_port"
-DEFAULT_DEST = REPO_ROOT / "build" / "port"
 PREFIX = "_port_"
 # Classes whose own attributes are renamed (the serde and the handle come
 # from outside the seed's listings and keep theirs).
@@ -102,33 +102,12 @@ def build_port_module(dest_dir: Path | None = None) -> types.ModuleType:
     """Write `shmref_port.py` into `dest_dir`, put it on sys.path and import it."""
     seed = build_seed_module()
     source, _names = render(Path(seed.__file__ or "").read_text(encoding="utf-8"))
-    dest = (Path(dest_dir) if dest_dir is not None else DEFAULT_DEST).resolve()
-    dest.mkdir(parents=True, exist_ok=True)
-    target = dest / f"{MODULE_NAME}.py"
+    dest = Path(dest_dir) if dest_dir is not None else cache_dir("port", keyed_by_spec=False)
+    target = dest.resolve() / f"{MODULE_NAME}.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists() or target.read_text(encoding="utf-8") != source:
         target.write_text(source, encoding="utf-8")
-    if str(dest) in sys.path:
-        sys.path.remove(str(dest))
-    sys.path.insert(0, str(dest))
-    loaded = sys.modules.get(MODULE_NAME)
-    if (
-        loaded is not None
-        and getattr(loaded, "__file__", None) == str(target)
-        and getattr(loaded, "PORT_SOURCE", None) == source
-    ):
-        return loaded
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, target)
-    if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
-        raise ImportError(f"cannot load {target}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE_NAME] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[MODULE_NAME]
-        raise
-    module.PORT_SOURCE = source  # type: ignore[attr-defined]
-    return module
+    return import_generated(MODULE_NAME, target, "PORT_SOURCE", source)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from shmref.paths import SPEC_DIR
 from shmref.driver import UNIT, Driver, Outcome
 from shmref.tlc import Trace, parse_value
 
-SPEC_DIR = Path(__file__).resolve().parents[1] / "spec"
 RING_ACTIONS = {"allocate_buf", "mark_free", "free_buf", "clear"}
 
 

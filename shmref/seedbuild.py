@@ -6,7 +6,7 @@ complete listing after a "Source code in ..." line, then each method again
 on its own. This module takes the three complete class listings, adds the
 imports, the `logger`, a `MsgpackSerde` and the `ShmObjectStorageHandle`
 they refer to, and writes the result to a directory that tests put on
-`sys.path` (default `<repo>/build/seed/shmref_seed.py`), so that
+`sys.path` (default: the user cache, shmref.paths), so that
 `--impl shmref_seed` and children started with multiprocessing's spawn can
 import it by name.
 
@@ -26,11 +26,11 @@ import tempfile
 import types
 from pathlib import Path
 
+from shmref.paths import cache_dir, checkout
+
 MODULE_NAME = "shmref_seed"
 SEED_ENV = "SHMREF_SEED"
 SEED_FILENAME = "shm_object_storage_reference.txt"
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DEST = REPO_ROOT / "build" / "seed"
 
 # Definition order matters: annotations and default arguments are evaluated
 # when a `def` runs, so the ring must precede the storage
@@ -46,11 +46,13 @@ class SeedError(RuntimeError):
 
 
 def default_seed_path() -> Path:
-    """`$SHMREF_SEED`, else `<repo>/../shared/seed/shm_object_storage_reference.txt`."""
+    """`$SHMREF_SEED`, else `../shared/seed/shm_object_storage_reference.txt`
+    beside a shmref checkout (an installed shmref needs `$SHMREF_SEED`)."""
     env = os.environ.get(SEED_ENV)
     if env:
-        return Path(env)
-    return REPO_ROOT.parent / "shared" / "seed" / SEED_FILENAME
+        return Path(env).expanduser().resolve()
+    root = checkout()
+    return (root.parent if root else Path.cwd()) / "shared" / "seed" / SEED_FILENAME
 
 
 def _class_listing(lines: list[str], name: str) -> str:
@@ -202,35 +204,39 @@ def build_seed_module(
         )
     text = seed.read_text(encoding="utf-8")
     source = render(text, seed)
-    dest = Path(dest_dir) if dest_dir is not None else DEFAULT_DEST
-    dest = dest.resolve()
-    target = dest / f"{MODULE_NAME}.py"
+    dest = Path(dest_dir) if dest_dir is not None else cache_dir("seed", keyed_by_spec=False)
+    target = dest.resolve() / f"{MODULE_NAME}.py"
     _write_atomic(target, source)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return import_generated(MODULE_NAME, target, "SEED_SHA256", digest)
 
-    entry = str(dest)
+
+def import_generated(name: str, target: Path, stamp: str, value: str) -> types.ModuleType:
+    """Import the generated module file `target` as `name`, its folder first on
+    sys.path (so that spawned children import it by name too); the loaded
+    module is reused while its `stamp` attribute still equals `value`."""
+    entry = str(target.parent)
     if entry in sys.path:
         sys.path.remove(entry)
     sys.path.insert(0, entry)
-
-    loaded = sys.modules.get(MODULE_NAME)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    loaded = sys.modules.get(name)
     if (
         loaded is not None
         and getattr(loaded, "__file__", None) == str(target)
-        and getattr(loaded, "SEED_SHA256", None) == digest
+        and getattr(loaded, stamp, None) == value
     ):
         return loaded
-
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, target)
+    spec = importlib.util.spec_from_file_location(name, target)
     if spec is None or spec.loader is None:  # pragma: no cover - importlib contract
         raise SeedError(f"cannot load {target}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE_NAME] = module
+    sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules[MODULE_NAME]
+        del sys.modules[name]
         raise
+    setattr(module, stamp, value)
     return module
 
 

@@ -1,18 +1,21 @@
-"""The pytest part of a conformance run: which tests make up which
-property of which level, running them in a subprocess, and reading the
-JUnit XML back into properties."""
+"""The pytest part of a conformance run: which tests of shmref.suite make up
+which property of which level, running them in this process with a
+collecting plugin, and turning their results into properties."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
+import shlex
 from collections.abc import Sequence
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+import pytest
+
+from shmref.paths import SUITE_DIR
 
 from shmref.verdict import (
     ERROR,
@@ -22,12 +25,10 @@ from shmref.verdict import (
     NOT_RUN,
     PASS,
     PROTOCOL,
-    REPO,
     SEED,
     SKIP,
     Check,
     impl_arg,
-    import_root,
     shell,
 )
 
@@ -54,159 +55,172 @@ class TestGroup:
 
     @property
     def label(self) -> str:
-        return self.name or self.select.removeprefix("tests/")
+        return self.name or self.select
 
 
 TEST_GROUPS: tuple[TestGroup, ...] = (
-    TestGroup(SEED, "tests/test_ring.py", "ring: docstring scenarios, ids"),
-    TestGroup(SEED, "tests/test_storage.py", "storage: handles, counting, reclamation"),
+    TestGroup(SEED, "test_ring.py", "ring: docstring scenarios, ids"),
+    TestGroup(SEED, "test_storage.py", "storage: handles, counting, reclamation"),
     TestGroup(
         SEED,
-        "tests/test_layout.py::test_same_results_as_seed",
+        "test_layout.py::test_same_results_as_seed",
         "differential: one call sequence on the seed and the impl, same results",
     ),
     TestGroup(
         SEED,
-        "tests/test_layout.py::test_same_segment_bytes_as_seed",
+        "test_layout.py::test_same_segment_bytes_as_seed",
         "same addresses, ids and segment bytes as the seed after every call",
     ),
     TestGroup(
         SEED,
-        "tests/test_layout.py::test_seed_writer_impl_readers",
+        "test_layout.py::test_seed_writer_impl_readers",
         "the seed's writer, impl readers, one segment",
     ),
     TestGroup(
         SEED,
-        "tests/test_layout.py::test_impl_writer_seed_readers",
+        "test_layout.py::test_impl_writer_seed_readers",
         "impl writer, the seed's readers, one segment",
     ),
     TestGroup(
         SEED,
-        "tests/test_layout.py::test_mixed_readers_on_one_segment",
+        "test_layout.py::test_mixed_readers_on_one_segment",
         "readers of the seed, refimpl and the impl on one segment",
     ),
     TestGroup(
         HARDENED,
-        "tests/test_ring.py::TestBadInput",
+        "test_ring.py::TestBadInput",
         "ring: bad input is a clear ValueError",
         closes="findings 1, 4, 9, 12, 14",
     ),
     TestGroup(
         HARDENED,
-        "tests/test_storage.py::TestBadHandles",
+        "test_storage.py::TestBadHandles",
         "storage: every malformed handle is a ValueError",
         closes="finding 2",
     ),
     TestGroup(
         HARDENED,
-        "tests/test_storage.py::TestBadPuts",
+        "test_storage.py::TestBadPuts",
         "storage: bad puts and misuse are clear errors, nothing left half-done",
         closes="findings 1, 3, 6, 9",
     ),
     TestGroup(
         HARDENED,
-        "tests/test_layout.py::test_same_results_as_refimpl",
+        "test_layout.py::test_same_results_as_refimpl",
         "differential: refimpl's result on every call, bad input included",
         closes="findings 1-3, 6, 7, 9, 12",
     ),
     TestGroup(
         PROTOCOL,
-        "tests/test_replay.py::test_simulation_corpus_replays[MCStorage]",
+        "test_replay.py::test_simulation_corpus_replays[MCStorage]",
         "TLC simulation traces of MCStorage replayed step by step",
         name="replay MCStorage",
     ),
     TestGroup(
         PROTOCOL,
-        "tests/test_replay.py::test_simulation_corpus_replays[MCRing]",
+        "test_replay.py::test_simulation_corpus_replays[MCRing]",
         "TLC simulation traces of MCRing replayed step by step",
         quick=False,
         name="replay MCRing",
     ),
     TestGroup(
         PROTOCOL,
-        "tests/test_replay.py::test_allocator_state_graph_every_edge",
+        "test_replay.py::test_allocator_state_graph_every_edge",
         "every edge of the allocator's state graph replayed",
         quick=False,
     ),
     TestGroup(
         PROTOCOL,
-        "tests/test_stateful.py::test_store_machine",
+        "test_stateful.py::test_store_machine",
         "Hypothesis state machine beside the pure model",
     ),
     TestGroup(
         PROTOCOL,
-        "tests/test_stateful.py::test_store_machine_from_tlc_traces",
+        "test_stateful.py::test_store_machine_from_tlc_traces",
         "state machine seeded with TLC trace prefixes",
     ),
     TestGroup(
         PROTOCOL,
-        "tests/test_stateful.py::test_store_machine_small_ids",
+        "test_stateful.py::test_store_machine_small_ids",
         "state machine with ID_MAX 3 (ids wrap, live-id limit)",
         quick=False,
     ),
 )
 NOT_RUN_GROUPS = (
-    "tests/test_stateful.py::test_store_machine_reader_processes (readers in "
+    "test_stateful.py::test_store_machine_reader_processes (readers in "
     "processes; minutes to shrink a failure)"
 )
 
 
-def pytest_env(impl: ModuleType | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    root = import_root(impl) if impl is not None else None
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), root, env.get("PYTHONPATH")) if p)
-    env.pop("HYPOTHESIS_PROFILE", None)  # the CI profile: derandomized, replayable
-    return env
+class Collector:
+    """A pytest plugin that keeps each test's outcome (the worst of its
+    setup, call and teardown) and the text of its failure or skip."""
+
+    RANK = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
+
+    def __init__(self) -> None:
+        self.cases: dict[str, dict[str, str]] = {}
+        self.collect_errors: list[str] = []
+
+    def _keep(self, node: str, status: str, text: str) -> None:
+        known = self.cases.get(node)
+        if known is None or self.RANK[status] > self.RANK[known["status"]]:
+            self.cases[node] = {"node": node, "status": status, "text": text}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self._keep(report.nodeid, "fail" if report.when == "call" else "error", report.longreprtext)
+        elif report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            self._keep(report.nodeid, "skip", reason)
+        elif report.when == "call":
+            self._keep(report.nodeid, "pass", "")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collect_errors.append(f"{report.nodeid}: {report.longreprtext}")
 
 
-def run_pytest(
-    name: str,
-    groups: Sequence[TestGroup],
-    out: Path,
-    impl: ModuleType | None = None,
-    timeout: float = 900,
-) -> tuple[int, str]:
-    xml = out / "pytest.xml"
-    xml.unlink(missing_ok=True)
+def plugin_args() -> list[str]:
+    """`-p shmref.pytest_plugin` unless pytest loads it by its entry point."""
+    from importlib.metadata import entry_points
+
+    autoload = not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    installed = any(ep.value == "shmref.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if autoload and installed else ["-p", "shmref.pytest_plugin"]
+
+
+def run_suite(
+    name: str, groups: Sequence[TestGroup], out: Path
+) -> tuple[int, list[dict[str, str]], str]:
+    """Run the groups' tests of shmref.suite on `name` in this process; the
+    exit code, every case's result and the collection errors (if any). The
+    user's own pytest configuration is left out (an empty ini file)."""
+    out.mkdir(parents=True, exist_ok=True)
+    ini = out / "pytest.ini"
+    ini.write_text("[pytest]\n")
     # -p no:unraisableexception: an exception raised by an implementation's
     # __del__ during garbage collection is the implementation's, reported by
-    # the test it concerns; it must not take down the whole session.
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
+    # the test it concerns; it must not take down the whole run.
+    args = [
         "-q",
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(SUITE_DIR),
         "-p",
         "no:cacheprovider",
         "-p",
         "no:unraisableexception",
-        "--impl",
+        *plugin_args(),
+        "--shmref-impl",
         impl_arg(name),
-        f"--junitxml={xml}",
-        "-o",
-        "junit_family=xunit1",
-        *dict.fromkeys(g.select for g in groups),
+        *dict.fromkeys(str(SUITE_DIR / g.select) for g in groups),
     ]
-    try:
-        proc = subprocess.run(
-            cmd, cwd=REPO, env=pytest_env(impl), capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as exc:
-        partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        text = f"pytest timed out after {timeout:.0f} s\n{partial}"
-        (out / "pytest.log").write_text(text)
-        return -1, text
-    (out / "pytest.log").write_text(proc.stdout + proc.stderr)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def node_id(classname: str, name: str) -> str:
-    parts = classname.split(".")
-    for k in range(len(parts), 0, -1):
-        path = "/".join(parts[:k]) + ".py"
-        if (REPO / path).is_file():
-            return "::".join([path, *parts[k:], name])
-    return "::".join([classname, name])
+    collector = Collector()
+    with open(out / "pytest.log", "w", encoding="utf-8") as log, redirect_stdout(log):
+        code = int(pytest.main(args, plugins=[collector]))
+    return code, list(collector.cases.values()), "\n".join(collector.collect_errors)
 
 
 def failure_trace(text: str) -> str:
@@ -244,31 +258,9 @@ def failure_trace(text: str) -> str:
     return "\n".join(text.strip().splitlines()[-25:])
 
 
-def parse_junit(xml: Path) -> list[dict[str, str]]:
-    cases = []
-    for case in ET.parse(xml).iter("testcase"):
-        node = node_id(case.get("classname", ""), case.get("name", ""))
-        status, text = "pass", ""
-        for child in case:
-            if child.tag in ("failure", "error"):
-                status = "fail" if child.tag == "failure" else "error"
-                text = (child.get("message") or "") + "\n" + (child.text or "")
-                break
-            if child.tag == "skipped":
-                status, text = "skip", child.get("message") or ""
-        cases.append({"node": node, "status": status, "text": text})
-    merged: dict[str, dict[str, str]] = {}  # a test failing in call and teardown: once
-    rank = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
-    for result in cases:
-        known = merged.get(result["node"])
-        if known is None or rank[result["status"]] > rank[known["status"]]:
-            merged[result["node"]] = result
-    return list(merged.values())
-
-
 def property_of(node: str) -> str:
-    """`tests/test_ring.py::TestBadInput::test_x[1]` -> `test_ring.py::TestBadInput::test_x`."""
-    return node.split("[", 1)[0].removeprefix("tests/")
+    """`test_ring.py::TestBadInput::test_x[1]` -> `test_ring.py::TestBadInput::test_x`."""
+    return node.split("[", 1)[0]
 
 
 def matches(select: str, node: str) -> bool:
@@ -349,8 +341,8 @@ def pytest_checks(
                         "case": case["node"],
                         "trace": failure_trace(case["text"]),
                         "command": shell(
-                            f"python -m pytest -p no:cacheprovider --impl "
-                            f"{impl_arg(name)} '{case['node']}'",
+                            f"python -m pytest -p no:cacheprovider --shmref-impl "
+                            f"{impl_arg(name)} {shlex.quote(str(SUITE_DIR / case['node']))}",
                             impl,
                         ),
                     }

@@ -29,9 +29,8 @@ from typing import Any
 
 from shmref import itf, tlc
 from shmref.itf_schema import ItfError
+from shmref.paths import SPEC_DIR
 
-REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO / "spec"
 TRACE_SPEC = "TraceShmObjectStorage"
 # the modules TraceShmObjectStorage.tla EXTENDS / INSTANCEs, directly or not
 SPEC_FILES = (

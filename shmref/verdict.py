@@ -3,13 +3,19 @@ and commands that replay it from a fresh shell."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[1]
+from shmref.paths import checkout
+from shmref.seedbuild import SEED_ENV
+
+
+
 SEED, HARDENED, PROTOCOL = "seed-compatible", "hardened", "protocol-safe"
 LEVELS = (SEED, HARDENED, PROTOCOL)
 LEVEL_MEANING = {
@@ -61,12 +67,20 @@ def import_root(impl: ModuleType) -> str | None:
 
 
 def shell(command: str, impl: ModuleType | None) -> str:
-    """`command` as it runs when pasted into a fresh shell: in the repository,
-    with the implementation importable."""
-    paths = [str(REPO)] + (
-        [root] if impl is not None and (root := import_root(impl)) and root != str(REPO) else []
-    )
-    return f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(':'.join(paths))} {command}"
+    """`command` as it runs when pasted into a fresh shell: this Python, the
+    shmref checkout (if any) and the implementation importable, and the seed
+    file it used."""
+    root = checkout()
+    paths = [str(root)] if root else []
+    if impl is not None and (where := import_root(impl)) and where not in paths:
+        paths.append(where)
+    if command.startswith("python "):
+        command = shlex.quote(sys.executable) + command[len("python") :]
+    env = [f"PYTHONPATH={shlex.quote(':'.join(paths))}"] if paths else []
+    if os.environ.get(SEED_ENV):
+        env.append(f"{SEED_ENV}={shlex.quote(os.environ[SEED_ENV])}")
+    cd = f"cd {shlex.quote(str(root))} && " if root else ""
+    return cd + " ".join([*env, command])
 
 
 def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> str:

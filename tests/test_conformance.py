@@ -333,9 +333,6 @@ def test_driver_values_fit_units_for_a_serde_with_another_overhead():
 
 
 def test_the_leak_guard_blames_the_test_that_created_the_segment(tmp_path):
-    conftest = (REPO / "tests" / "conftest.py").read_text()
-    (tmp_path / "conftest.py").write_text(conftest)
-    (tmp_path / "shmleaks.py").write_text((REPO / "tests" / "shmleaks.py").read_text())
     (tmp_path / "test_leaky.py").write_text(
         "import refimpl\n"
         "def test_creates_and_leaks():\n"
@@ -346,11 +343,12 @@ def test_the_leak_guard_blames_the_test_that_created_the_segment(tmp_path):
         "    pass\n"
     )
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        + ["--shmref-impl", "refimpl", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=REPO,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert run.returncode != 0

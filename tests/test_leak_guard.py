@@ -1,4 +1,5 @@
-"""The session's /dev/shm leak guard must be able to fail."""
+"""The session's /dev/shm leak guard must be able to fail. It is switched on by
+the installed pytest plugin when `--shmref-impl` is given (shmref.pytest_plugin)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-CONFTEST = Path(__file__).with_name("conftest.py")
-PLUGIN = Path(__file__).with_name("shmleaks.py")
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--shmref-impl", "refimpl"]
+
 
 
 def test_a_leaked_segment_fails_the_session(tmp_path):
-    (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
-    (tmp_path / "shmleaks.py").write_text(PLUGIN.read_text())
     (tmp_path / "test_leaky.py").write_text(
         "import refimpl\n"
         "def test_leaks():\n"
@@ -26,7 +25,7 @@ def test_a_leaked_segment_fails_the_session(tmp_path):
         "    atexit.register(lambda: [shared_memory.SharedMemory(n).unlink() for n in LEAKED])\n"
     )
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        [*PYTEST, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,

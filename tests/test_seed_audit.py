@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import shmleaks
+from shmref.testing import leaks as shmleaks
 from hypothesis import find, given
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample

@@ -9,13 +9,10 @@ import sys
 import textwrap
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
 from shmref.observe import Segment
-
-REPO = Path(__file__).resolve().parents[1]
 
 ALWAYS = lambda _id, _buf: True  # noqa: E731
 NEVER = lambda _id, _buf: False  # noqa: E731
@@ -305,8 +302,7 @@ def run_python(script: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
 

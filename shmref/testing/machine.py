@@ -1,21 +1,25 @@
-"""Hypothesis state machines: the real implementation on shared memory,
-stepped by the spec's actions with a pure model (shmref.model) beside it.
+"""The Hypothesis state machine of the store, for anyone's tests.
 
-Rules carry the spec's action names; a read is three rules (get_begin,
-get_copy, get_end) so Hypothesis chooses how the writer interleaves with
-in-flight reads. Rules keep to the protocol's assumptions (A1: each delivery
-is read once by each reader; A2: no clear while a read is in flight); what
-happens outside them is TLC's job (spec/) and the replay tests'.
+`StoreMachine` steps the real implementation on shared memory with the
+spec's actions (shmref.driver) and a pure model (shmref.model) beside it;
+rules carry the spec's action names, and a read is three rules (get_begin,
+get_copy, get_end) so that Hypothesis chooses how the writer interleaves
+with reads in flight. Rules keep to the protocol's assumptions (A1: each
+delivery is read once by each reader; A2: no clear while a read is in
+flight, except the `clear_during_reads` rule, whose reads must end with
+their own value or be refused).
+
+    from shmref.testing import machine_for
+    TestMyStore = machine_for(my_module).TestCase
 """
 
 from __future__ import annotations
 
 import functools
 from types import ModuleType
+from typing import Any
 
 import hypothesis.strategies as st
-import pytest
-from hypothesis import Phase, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -25,10 +29,10 @@ from hypothesis.stateful import (
 )
 
 from shmref.corpus import simulation_corpus
-from shmref.driver import Driver
+from shmref.driver import Driver, Outcome
 from shmref.model import StoreModel
-from shmref.mutants import MUTATIONS, build_mutant
-from shmref.replay import SPEC_DIR, read_constants, step_call
+from shmref.paths import SPEC_DIR
+from shmref.replay import read_constants, step_call
 
 KEYS = ("a", "b", "c", "d", "e")
 
@@ -276,89 +280,3 @@ def machine_for(
     impl: ModuleType, base: type[StoreMachine] = StoreMachine, **overrides
 ) -> type[StoreMachine]:
     return type("Machine", (base,), {"impl": impl, **overrides})
-
-
-def test_store_machine(impl):
-    machine_for(impl).TestCase().runTest()
-
-
-def test_store_machine_from_tlc_traces(impl):
-    machine_for(impl, TraceSeededMachine).TestCase().runTest()
-
-
-def test_store_machine_small_ids(impl):
-    """ID_MAX 3: ids wrap every few puts and the live-id limit bites."""
-    machine_for(impl, ID_MAX=3, N=10).TestCase().runTest()
-
-
-def test_store_machine_reader_processes(impl):
-    """Readers in their own processes: the same rules over real cross-process memory."""
-    machine = machine_for(impl, reader_processes=True)
-    machine.TestCase.settings = settings(
-        machine.TestCase.settings, max_examples=8, stateful_step_count=30
-    )
-    machine.TestCase().runTest()
-
-
-@pytest.mark.parametrize("mutant", sorted(MUTATIONS))
-def test_state_machine_catches_injected_bugs(mutant, is_refimpl):
-    """Each deliberately broken copy of refimpl fails the state machine on a
-    model comparison (not on some incidental crash)."""
-    if not is_refimpl:
-        pytest.skip("mutants are copies of refimpl")
-    machine = machine_for(build_mutant(mutant))
-    # Finding the bug is the point; shrinking it would only cost minutes.
-    machine.TestCase.settings = settings(
-        machine.TestCase.settings, max_examples=400, phases=[Phase.explicit, Phase.generate]
-    )
-    try:
-        machine.TestCase().runTest()
-    except AssertionError:
-        return
-    except ExceptionGroup as group:  # several distinct failures: all must be ours
-        assert all(isinstance(e, AssertionError) for e in group.exceptions), group.exceptions
-        return
-    pytest.fail(f"the state machine did not catch mutant {mutant}: {MUTATIONS[mutant][3]}")
-
-
-def counting_touch_impl() -> ModuleType:
-    """refimpl whose reader-side touch also counts a read (as vLLM's current
-    upstream module does): a chunk can then be freed before its reads."""
-    import types
-
-    import refimpl
-
-    class Storage(refimpl.SingleWriterShmObjectStorage):
-        def touch(self, key, address=0, monotonic_id=0, signature=None):
-            super().touch(key, address, monotonic_id, signature)
-            if not self.is_writer:
-                self.get(address, monotonic_id, signature, key)
-
-        @staticmethod
-        def create_from_handle(handle):
-            ring = refimpl.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
-            return Storage(
-                handle.max_object_size,
-                handle.n_readers,
-                ring,
-                handle.serde_class,
-                handle.reader_lock,
-            )
-
-    module = types.ModuleType("refimpl_counting_touch")
-    module.SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer
-    module.SingleWriterShmObjectStorage = Storage
-    return module
-
-
-def test_state_machine_catches_a_reader_touch_that_counts(is_refimpl):
-    """The reader_touch rule is not decoration: a touch that counts a read is
-    caught by the count comparison with the model."""
-    if not is_refimpl:
-        pytest.skip("a variant of refimpl")
-    machine = machine_for(counting_touch_impl())
-    machine.TestCase.settings = settings(
-        machine.TestCase.settings, phases=[Phase.explicit, Phase.generate]
-    )
-    with pytest.raises(AssertionError, match="counts"):
-        machine.TestCase().runTest()

@@ -1,0 +1,58 @@
+"""The suite's fixtures: the implementation under test (`--shmref-impl`,
+shmref.pytest_plugin) and rings that are closed after each test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from shmref import pytest_plugin
+from shmref.contract import MissingCapability
+from shmref.impl import load_impl
+
+
+@pytest.fixture(scope="session")
+def impl_name(request: pytest.FixtureRequest) -> str:
+    return pytest_plugin.impl_name(request.config)
+
+
+@pytest.fixture(scope="session")
+def impl(impl_name: str) -> ModuleType:
+    return load_impl(impl_name)
+
+
+@pytest.fixture(scope="session")
+def is_refimpl(impl: ModuleType) -> bool:
+    return impl.__name__ == "refimpl"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[Any]:
+    """A property that needs an optional capability the implementation lacks
+    is `not run: missing X` (a skip with that reason), never a pass."""
+    try:
+        return (yield)
+    except MissingCapability as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def ring_factory(impl: ModuleType) -> Iterator[Callable[..., Any]]:
+    """Make writer rings that are closed (and unlinked) after the test."""
+    made: list[Any] = []
+
+    def make(size: int, id_max: int | None = None) -> Any:
+        ring = impl.SingleWriterShmRingBuffer(size, create=True)
+        made.append(ring)
+        if id_max is not None:
+            if not hasattr(ring, "ID_MAX"):  # an optional capability (shmref.contract)
+                pytest.skip("not run: missing ring.ID_MAX")
+            ring.ID_MAX = id_max
+        return ring
+
+    yield make
+    for ring in made:
+        ring.close()

@@ -1,0 +1,55 @@
+"""Building blocks for an implementer's own tests (docs/conformance.md shows
+each in use):
+
+- `machine_for(module)`: the Hypothesis state machine of the store beside the
+  pure model, built with their module (or subclass `StoreMachine`);
+- `replay(trace, module)`: a TLC trace replayed step by step on their module;
+- `Recorder`, `record` and `validate`: a run of their module recorded and
+  checked by TLC to be a behaviour of the spec.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from shmref import tlc
+from shmref.paths import SPEC_DIR
+from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
+from shmref.replay import Replayer, ReplayReport
+from shmref.testing.machine import StoreMachine, TraceSeededMachine, machine_for
+
+__all__ = [
+    "Recorder",
+    "Recording",
+    "ReplayReport",
+    "StoreMachine",
+    "TraceSeededMachine",
+    "Validation",
+    "machine_for",
+    "random_workload",
+    "record",
+    "replay",
+    "validate",
+]
+
+
+def replay(trace: tlc.Trace, impl: ModuleType, model: str = "MCStorage") -> ReplayReport:
+    """Replay a TLC trace of `model` (its constants from spec/MODEL.cfg) on
+    `impl`; `.ok` says whether every step matched, `.table()` shows them."""
+    cfg = SPEC_DIR / f"{model}.cfg"
+    if not cfg.is_file():
+        raise ValueError(f"unknown model {model!r}: no {cfg.name} in {SPEC_DIR}")
+    return Replayer(impl, cfg).replay(trace, model)
+
+
+def record(impl: ModuleType, steps: int = 150, seed: int = 1) -> Recording:
+    """A random run of `impl` (the workload of shmref.conformance), recorded."""
+    from shmref.conformance import record as conformance_record
+
+    return conformance_record(impl, steps, seed)
+
+
+def validate(recording: Recording, out_dir: Path | None = None) -> Validation:
+    """TLC's verdict: is `recording` a behaviour of the spec?"""
+    return validate_recording(recording, out_dir=out_dir)

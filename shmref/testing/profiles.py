@@ -1,0 +1,31 @@
+"""The Hypothesis profiles of shmref's suite (`$SHMREF_PROFILE` picks one).
+
+"shmref-ci": fast and derandomized, so a CI failure replays identically
+anywhere; "shmref-long": `make fuzz`, random and deep.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+CI, LONG = "shmref-ci", "shmref-long"
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+settings.register_profile(
+    CI,
+    derandomize=True,
+    max_examples=150,
+    stateful_step_count=50,
+    deadline=None,
+    print_blob=True,
+    database=None,
+    suppress_health_check=_SLOW_OK,
+)
+settings.register_profile(
+    LONG,
+    max_examples=3000,
+    stateful_step_count=120,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=_SLOW_OK,
+)
