@@ -54,9 +54,9 @@ from shmref import contract, tlc
 from shmref.driver import Driver
 from shmref.hazards import HAZARDS, Hazard, hazard_check, hazard_trace, replay_hazard
 from shmref.impl import load_impl
-from shmref.seedbuild import SeedError
 from shmref.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir, checkout
 from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
+from shmref.seedbuild import SeedError
 from shmref.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,

@@ -8,7 +8,6 @@ the spec files, so an edited spec never replays stale traces.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -17,12 +16,14 @@ from shmref.manifest import model_files
 from shmref.paths import SPEC_DIR, cache_dir, spec_digest
 
 
-
 def simulation_corpus(
     model: str, num: int, depth: int, seed: int, spec_dir: Path = SPEC_DIR
 ) -> list[tlc.Trace]:
     """`num` traces per TLC worker of at most `depth` states of `model`."""
-    folder = cache_dir("corpus", keyed_by_spec=False) / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
+    folder = (
+        cache_dir("corpus", keyed_by_spec=False)
+        / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
+    )
     done = folder / "DONE"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)

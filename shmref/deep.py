@@ -27,8 +27,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from shmref.check import SPEC_DIR, Result, judge, print_result, select
+from shmref.check import Result, judge, print_result, select
 from shmref.manifest import ManifestError, Model, load_manifest
+from shmref.paths import SPEC_DIR
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
 
 _DISTINCT = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found")

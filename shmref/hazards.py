@@ -12,8 +12,8 @@ from typing import Any
 from shmref import contract, tlc
 from shmref.driver import Driver, Outcome
 from shmref.manifest import model_files
-from shmref.paths import cache_dir
-from shmref.replay import SPEC_DIR, Replayer, describe
+from shmref.paths import SPEC_DIR, cache_dir
+from shmref.replay import Replayer, describe
 from shmref.verdict import (
     ASSUMPTION,
     ERROR,

@@ -355,7 +355,8 @@ def export_model(
     """Run TLC on spec/MODEL and write its counterexample, or `simulate`'s
     traces (num, depth, seed), as ITF files; returns the files written."""
     from shmref.manifest import ManifestError, model_files
-    from shmref.replay import SPEC_DIR, read_constants
+    from shmref.paths import SPEC_DIR
+    from shmref.replay import read_constants
 
     folder = spec_dir or SPEC_DIR
     try:  # the manifest names the model's module (shared by several models)

@@ -18,7 +18,6 @@ from types import ModuleType
 
 from shmref.paths import REFIMPL_DIR
 
-
 # name -> (file, original text, mutated text, what the bug means)
 MUTATIONS: dict[str, tuple[str, str, str, str]] = {
     "free_rule_without_n_readers": (

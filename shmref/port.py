@@ -13,7 +13,6 @@ every property; one that peeks at internals does not.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 import types
 from pathlib import Path

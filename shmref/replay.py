@@ -19,7 +19,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shmref.paths import SPEC_DIR
 from shmref.driver import UNIT, Driver, Outcome
 from shmref.tlc import Trace, parse_value
 

@@ -16,7 +16,6 @@ from types import ModuleType
 import pytest
 
 from shmref.paths import SUITE_DIR
-
 from shmref.verdict import (
     ERROR,
     FAIL,
@@ -169,9 +168,13 @@ class Collector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
-            self._keep(report.nodeid, "fail" if report.when == "call" else "error", report.longreprtext)
+            self._keep(
+                report.nodeid, "fail" if report.when == "call" else "error", report.longreprtext
+            )
         elif report.skipped:
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = (
+                report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            )
             self._keep(report.nodeid, "skip", reason)
         elif report.when == "call":
             self._keep(report.nodeid, "pass", "")

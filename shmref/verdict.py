@@ -14,8 +14,6 @@ from types import ModuleType
 from shmref.paths import checkout
 from shmref.seedbuild import SEED_ENV
 
-
-
 SEED, HARDENED, PROTOCOL = "seed-compatible", "hardened", "protocol-safe"
 LEVELS = (SEED, HARDENED, PROTOCOL)
 LEVEL_MEANING = {

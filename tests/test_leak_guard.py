@@ -7,8 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--shmref-impl", "refimpl"]
-
+PYTEST = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "--shmref-impl",
+    "refimpl",
+]
 
 
 def test_a_leaked_segment_fails_the_session(tmp_path):

@@ -20,12 +20,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from shmref.testing import leaks as shmleaks
 from hypothesis import find, given
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from shmref import findings
+from shmref.testing import leaks as shmleaks
 
 ODD_NUMBERS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=32),

@@ -94,7 +94,8 @@ class Side:
             )
             resources.callback(reader.close)
             self.readers.append(reader)
-        self.issued: list[tuple | None] = []  # (address, id, signature, key), in issue order
+        # (address, id, signature, key), in issue order
+        self.issued: list[tuple[Any, ...] | None] = []
 
     def issue(self, key: str, result: tuple[str, Any]) -> None:
         if result[0] != "ok":
@@ -330,7 +331,9 @@ def _show(outcome: tuple[str, Any]) -> str:
 
 
 def machine(impl: ModuleType, layout: bool, hardened: bool = False) -> type[SideBySide]:
-    cls = type("SideBySide", (SideBySide,), {"impl": impl, "layout": layout, "hardened": hardened})
+    cls: type[SideBySide] = type(
+        "SideBySide", (SideBySide,), {"impl": impl, "layout": layout, "hardened": hardened}
+    )
     cls.TestCase.settings = settings(cls.TestCase.settings, stateful_step_count=40)
     return cls
 

@@ -15,7 +15,8 @@ import pytest
 from shmref import tlc
 from shmref.corpus import simulation_corpus
 from shmref.mutants import build_mutant
-from shmref.replay import SPEC_DIR, Replayer
+from shmref.paths import SPEC_DIR
+from shmref.replay import Replayer
 
 pytestmark = pytest.mark.tlc
 

@@ -81,8 +81,10 @@ def counting_touch_impl() -> ModuleType:
             )
 
     module = types.ModuleType("refimpl_counting_touch")
-    module.SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer
-    module.SingleWriterShmObjectStorage = Storage
+    module.__dict__.update(
+        SingleWriterShmRingBuffer=refimpl.SingleWriterShmRingBuffer,
+        SingleWriterShmObjectStorage=Storage,
+    )
     return module
 
 

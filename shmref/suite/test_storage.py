@@ -37,12 +37,12 @@ class Writer:
         self.segment = Segment(ring.handle())
 
     def put(self, key: Any, value: Any) -> tuple[int, int]:
-        placed = self.storage.put(key, value)
+        placed: tuple[int, int] = self.storage.put(key, value)
         self.placed[key] = placed
         return placed
 
     def get_cached(self, key: str) -> tuple[int, int]:
-        placed = self.storage.get_cached(key)
+        placed: tuple[int, int] = self.storage.get_cached(key)
         self.placed[key] = placed
         return placed
 
@@ -546,6 +546,7 @@ def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory):
     reader = ReaderProcess(impl_name, writer.reader_handle())
     try:
         assert reader.call("begin", *handle_of(writer, "k"))[0] == "ok"
+        assert reader.process.pid is not None
         os.kill(reader.process.pid, signal.SIGKILL)
         reader.process.join(10)
     finally:

@@ -28,6 +28,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from shmref import tlc
 from shmref.corpus import simulation_corpus
 from shmref.driver import Driver, Outcome
 from shmref.model import StoreModel
@@ -59,8 +60,8 @@ class StoreMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.driver.close()
 
-    def step(self, name: str, *args):
-        real = getattr(self.driver, name)(*args)
+    def step(self, name: str, *args: Any) -> Outcome:
+        real: Outcome = getattr(self.driver, name)(*args)
         expected = getattr(self.model, name)(*args)
         same = real.status == expected.status and (
             expected.result is None or real.result == expected.result
@@ -71,39 +72,39 @@ class StoreMachine(RuleBasedStateMachine):
     # -- writer ------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS), size=st.integers(1, 4))
-    def put(self, key, size):
+    def put(self, key: str, size: int) -> None:
         self.step("put", key, size)
 
     @precondition(lambda self: self.model.key_index)
     @rule(data=st.data())
-    def get_cached(self, data):
+    def get_cached(self, data: st.DataObject) -> None:
         self.step("get_cached", data.draw(st.sampled_from(sorted(self.model.key_index))))
 
     @rule(data=st.data())
-    def touch(self, data):
+    def touch(self, data: st.DataObject) -> None:
         """Mostly a cached key (the interesting case), sometimes any key."""
         cached = sorted(self.model.key_index)
         keys = st.sampled_from(cached) if cached else st.sampled_from(KEYS)
         self.step("touch", data.draw(keys | st.sampled_from(KEYS)))
 
     @rule()
-    def release_touches(self):
+    def release_touches(self) -> None:
         self.step("release_touches")
 
     @rule()
-    def free_unused(self):
+    def free_unused(self) -> None:
         self.step("free_unused")
 
     @precondition(lambda self: not self.model.in_flight())
     @rule(roll=st.integers(0, 3))
-    def clear(self, roll):
+    def clear(self, roll: int) -> None:
         """Taken one time in four: a clear wipes what the other rules built."""
         if roll == 0:
             self.step("clear")
 
     @precondition(lambda self: self.model.in_flight())
     @rule(roll=st.integers(0, 3))
-    def clear_during_reads(self, roll):
+    def clear_during_reads(self, roll: int) -> None:
         """clear() while reads are in flight (outside assumption A2; one time
         in four): the reads must end with their own value or be refused."""
         if roll == 0:
@@ -116,7 +117,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.idle_with_mail())
     @rule(data=st.data())
-    def get_begin(self, data):
+    def get_begin(self, data: st.DataObject) -> None:
         reader = data.draw(st.sampled_from(self.idle_with_mail()))
         handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
         self.model.inbox[reader][handle] -= 1
@@ -124,7 +125,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.idle_with_mail())
     @rule(data=st.data())
-    def get(self, data):
+    def get(self, data: st.DataObject) -> None:
         """A whole read at once, as `storage.get` does it: begin, copy, end."""
         reader = data.draw(st.sampled_from(self.idle_with_mail()))
         handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
@@ -135,7 +136,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.idle_with_mail())
     @rule()
-    def drain(self):
+    def drain(self) -> None:
         """Every idle reader reads all its mail, oldest handle first: the
         steady state in which the writer can reclaim everything."""
         for reader in self.idle_with_mail():
@@ -149,7 +150,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.model.issued)
     @rule(data=st.data(), reader=st.integers(0, 1))
-    def reader_touch(self, data, reader):
+    def reader_touch(self, data: st.DataObject, reader: int) -> None:
         """A reader touches a handle it was sent (or an old one): validated,
         never counted (a touch that counts frees a chunk before its reads)."""
         handle = data.draw(st.sampled_from(sorted(self.model.issued)))
@@ -157,7 +158,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.model.issued)
     @rule(data=st.data())
-    def writer_get(self, data):
+    def writer_get(self, data: st.DataObject) -> None:
         """The writer reads one of its objects (no count, as in the seed)."""
         handle = data.draw(st.sampled_from(sorted(self.model.issued)))
         result = self.step("writer_get", handle)
@@ -165,7 +166,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.model.issued and any(r is None for r in self.model.reads))
     @rule(data=st.data())
-    def get_begin_foreign(self, data):
+    def get_begin_foreign(self, data: st.DataObject) -> None:
         """A handle from another storage (signed with another secret): refused."""
         reader = data.draw(
             st.sampled_from([r for r in range(self.R) if self.model.reads[r] is None])
@@ -181,7 +182,9 @@ class StoreMachine(RuleBasedStateMachine):
         monotonic_id=st.integers(0, 4),
         roll=st.integers(0, 3),
     )
-    def get_begin_forged(self, reader, key, address, monotonic_id, roll):
+    def get_begin_forged(
+        self, reader: int, key: str, address: int, monotonic_id: int, roll: int
+    ) -> None:
         """A handle the writer never issued (taken one time in four)."""
         handle = (key, address, monotonic_id)
         if roll == 0 and self.model.reads[reader] is None and handle not in self.model.issued:
@@ -189,7 +192,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: any(r is not None and r.copied is None for r in self.model.reads))
     @rule(data=st.data())
-    def get_copy(self, data):
+    def get_copy(self, data: st.DataObject) -> None:
         ready = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied is None]
         self.step("get_copy", data.draw(st.sampled_from(ready)))
 
@@ -197,7 +200,7 @@ class StoreMachine(RuleBasedStateMachine):
         lambda self: any(r is not None and r.copied is not None for r in self.model.reads)
     )
     @rule(data=st.data())
-    def get_end(self, data):
+    def get_end(self, data: st.DataObject) -> None:
         done = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied]
         result = self.step("get_end", data.draw(st.sampled_from(done)))
         assert result.result != "<foreign>"
@@ -205,7 +208,7 @@ class StoreMachine(RuleBasedStateMachine):
     # -- invariants --------------------------------------------------------------
 
     @invariant()
-    def implementation_state_matches_model(self):
+    def implementation_state_matches_model(self) -> None:
         real = self.driver.observe()
         model = self.model
         expected = {
@@ -224,7 +227,7 @@ class StoreMachine(RuleBasedStateMachine):
                 assert real[name] == value, f"{name}: implementation {real[name]}, model {value}"
 
     @invariant()
-    def live_chunks_are_disjoint_fifo_and_in_range(self):
+    def live_chunks_are_disjoint_fifo_and_in_range(self) -> None:
         real = self.driver.observe()
         if "data_buffer_start" not in real or "monotonic_id_start" not in real:
             return  # optional attributes (shmref.contract)
@@ -255,7 +258,7 @@ class TraceSeededMachine(StoreMachine):
     N, R, ID_MAX, MAX_OBJ = _c["N"], len(_c["Readers"]), _c["ID_MAX"], _c["MAX_OBJ"]
 
     @initialize(data=st.data())
-    def replay_tlc_prefix(self, data):
+    def replay_tlc_prefix(self, data: st.DataObject) -> None:
         traces = storage_traces()
         trace = traces[data.draw(st.integers(0, len(traces) - 1), label="TLC trace")]
         length = data.draw(st.integers(0, len(trace.states) - 1), label="prefix length")
@@ -272,11 +275,14 @@ class TraceSeededMachine(StoreMachine):
 
 
 @functools.cache
-def storage_traces():
+def storage_traces() -> list[tlc.Trace]:
     return simulation_corpus("MCStorage", 60, 30, 7)
 
 
 def machine_for(
-    impl: ModuleType, base: type[StoreMachine] = StoreMachine, **overrides
+    impl: ModuleType, base: type[StoreMachine] = StoreMachine, **overrides: Any
 ) -> type[StoreMachine]:
-    return type("Machine", (base,), {"impl": impl, **overrides})
+    """`base` bound to `impl` (and class attributes such as N, R, ID_MAX,
+    MAX_OBJ overridden); its `.TestCase` is a unittest/pytest test case."""
+    machine: type[StoreMachine] = type("Machine", (base,), {"impl": impl, **overrides})
+    return machine
