@@ -47,6 +47,12 @@ def active(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes minutes (deselect with -m 'not slow')")
     config.addinivalue_line("markers", "tlc: needs Java and the TLC jar (deselect: -m 'not tlc')")
+    for marker, level in (
+        ("seed_compatible", "the seed's values, exceptions, ids and bytes"),
+        ("hardened", "refimpl's fixes of FINDINGS.md (optional; the seed fails them)"),
+        ("protocol_safe", "replays, state machines: the spec's protocol"),
+    ):
+        config.addinivalue_line("markers", f"{marker}: a test of the conformance level {level}")
     if active(config):
         use_suite_settings(config)
 

@@ -32,6 +32,10 @@ from shmref.verdict import (
 )
 
 
+# a level as a pytest marker of the suite's tests (registered by shmref.pytest_plugin)
+LEVEL_MARKERS = {SEED: "seed_compatible", HARDENED: "hardened", PROTOCOL: "protocol_safe"}
+
+
 @dataclass(frozen=True)
 class TestGroup:
     """A pytest selection that makes up one or more properties of a level. A

@@ -1,5 +1,7 @@
 """The suite's fixtures: the implementation under test (`--shmref-impl`,
-shmref.pytest_plugin) and rings that are closed after each test."""
+shmref.pytest_plugin) and rings that are closed after each test; and each
+test's level as a marker (`-m seed_compatible`, `-m hardened`,
+`-m protocol_safe`), from the conformance groups (shmref.testgroups)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pytest
 from shmref import pytest_plugin
 from shmref.contract import MissingCapability
 from shmref.impl import load_impl
+from shmref.paths import SUITE_DIR
+from shmref.testgroups import LEVEL_MARKERS, TEST_GROUPS, group_of
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +60,13 @@ def ring_factory(impl: ModuleType) -> Iterator[Callable[..., Any]]:
     yield make
     for ring in made:
         ring.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent != SUITE_DIR:
+            continue
+        node = "::".join([item.path.name, *item.nodeid.split("::")[1:]])
+        group = group_of(node, TEST_GROUPS)
+        if group is not None:
+            item.add_marker(LEVEL_MARKERS[group.level])
