@@ -3,7 +3,13 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup check check-deep check-sim test proofs fuzz bench conformance findings lint clean
+# make ci: what CI runs (.ci/run): the tests, then the installed wheel judged from an empty folder.
+ci: test wheel-check
+
+wheel-check: setup
+	PYTHON=$(PYTHON) bash .ci/wheel-check
+
+.PHONY: ci wheel-check setup check check-deep check-sim test proofs fuzz bench conformance findings lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -35,7 +41,7 @@ proofs: setup
 	$(PYTHON) -m proofs
 
 fuzz: setup
-	HYPOTHESIS_PROFILE=long SHMREF_SLOW=1 $(PYTHON) -m pytest -q tests/test_stateful.py tests/test_replay.py
+	SHMREF_PROFILE=shmref-long $(PYTHON) -m pytest -q shmref/suite/test_stateful.py shmref/suite/test_replay.py
 	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from shmref import tlc
 from shmref.paths import SPEC_DIR
-from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
+from shmref.recorder import Recorder, Recording, Validation, random_workload
 from shmref.replay import Replayer, ReplayReport
 from shmref.testing.machine import StoreMachine, TraceSeededMachine, machine_for
 
@@ -30,6 +30,7 @@ __all__ = [
     "random_workload",
     "record",
     "replay",
+    "simulate",
     "validate",
 ]
 
@@ -51,5 +52,18 @@ def record(impl: ModuleType, steps: int = 150, seed: int = 1) -> Recording:
 
 
 def validate(recording: Recording, out_dir: Path | None = None) -> Validation:
-    """TLC's verdict: is `recording` a behaviour of the spec?"""
-    return validate_recording(recording, out_dir=out_dir)
+    """TLC's verdict: is `recording` a behaviour of the spec (of refimpl's
+    protocol, or else of the seed's), as in a conformance run?"""
+    from shmref.conformance import validate_either
+
+    return validate_either(recording, out_dir)
+
+
+def simulate(model: str, num: int, depth: int, seed: int) -> list[tlc.Trace]:
+    """`num` TLC simulation traces of `model` of at most `depth` states (the
+    same seed gives the same traces; cached by the spec's hash)."""
+    from shmref.corpus import simulation_corpus
+
+    if not (SPEC_DIR / f"{model}.cfg").is_file():
+        raise ValueError(f"unknown model {model!r}: no {model}.cfg in {SPEC_DIR}")
+    return simulation_corpus(model, num, depth, seed)
