@@ -1,13 +1,7 @@
-# shmref: `make check` (TLC on the spec), `make test` (the test suite, as CI runs it).
+# shmref: `make check` (TLC on the spec), `make ci` (the tests as CI runs them; `make test`: the quick loop).
 PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
-
-# make ci: what CI runs (.ci/run): the tests, then the installed wheel judged from an empty folder.
-ci: test wheel-check
-
-wheel-check: setup
-	PYTHON=$(PYTHON) bash .ci/wheel-check
 
 .PHONY: ci wheel-check setup check check-deep check-sim test proofs fuzz bench conformance findings lint clean
 
@@ -36,6 +30,12 @@ check-sim: setup
 
 test: setup lint
 	$(PYTHON) -m pytest -q
+
+# make ci: what CI runs (.ci/run): the tests, then the installed wheel judged from an empty folder.
+ci: test wheel-check
+
+wheel-check: setup
+	PYTHON=$(PYTHON) bash .ci/wheel-check
 
 proofs: setup
 	$(PYTHON) -m proofs
