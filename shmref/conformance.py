@@ -50,7 +50,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shmref import contract, tlc
+from shmref import contract, tables, tlc
 from shmref.driver import Driver
 from shmref.hazards import HAZARDS, Hazard, hazard_check, hazard_trace, replay_hazard
 from shmref.impl import load_impl
@@ -254,30 +254,42 @@ class Report:
             f"{self.seconds:.0f} s. Reference: the seed's own code (column `seed`: its "
             "result on the same property), refimpl and spec/ShmObjectStorage.tla.",
             "",
-            "| level | result | seed | failing properties | meaning |",
-            "| --- | --- | --- | --- | --- |",
         ]
+        summary = []
         for level in LEVELS:
             failing = sum(1 for c in self.checks if c.level == level and c.status in (FAIL, ERROR))
             assumed = sum(1 for c in self.checks if c.level == level and c.status == ASSUMPTION)
             result = self.level_status(level) + (
                 f" ({assumed} assumption{'s' if assumed > 1 else ''})" if assumed else ""
             )
-            lines.append(
-                f"| {level} | **{result}** | {self.seed_levels.get(level, '')} "
-                f"| {failing} | {LEVEL_MEANING[level]} |"
+            summary.append(
+                (
+                    level,
+                    f"**{result}**",
+                    self.seed_levels.get(level, ""),
+                    failing,
+                    LEVEL_MEANING[level],
+                )
             )
+        lines.append(
+            tables.markdown(("level", "result", "seed", "failing properties", "meaning"), summary)
+        )
         for level in self.levels:
-            lines += [
-                "",
-                f"## {level}: {self.level_status(level)}",
-                "",
-                "| result | seed | property | cases | what / detail |",
-                "| --- | --- | --- | --- | --- |",
+            lines += ["", f"## {level}: {self.level_status(level)}", ""]
+            rows = [
+                (
+                    c.status,
+                    c.seed,
+                    f"`{c.name}`",
+                    c.cases,
+                    "; ".join(t for t in (c.what, c.detail) if t),
+                )
+                for c in self.checks
+                if c.level == level
             ]
-            for c in (c for c in self.checks if c.level == level):
-                text = "; ".join(t for t in (c.what, c.detail) if t).replace("|", "\\|")
-                lines.append(f"| {c.status} | {c.seed} | `{c.name}` | {c.cases} | {text} |")
+            lines.append(
+                tables.markdown(("result", "seed", "property", "cases", "what / detail"), rows)
+            )
         failures = [c for c in self.checks if c.failures]
         if failures:
             lines += [
