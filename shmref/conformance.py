@@ -343,7 +343,7 @@ class Report:
 def fingerprint(quick: bool, levels: Sequence[str]) -> str:
     """What a cached seed baseline depends on: the options, the oracle, the
     tests, the spec and the seed."""
-    digest = hashlib.sha256(repr((quick, sorted(levels))).encode())
+    digest = hashlib.sha256(repr((quick, sorted(levels), bool(tlc_missing()))).encode())
     from shmref.seedbuild import default_seed_path
 
     files = sorted(
@@ -412,9 +412,15 @@ def run(
 
     # TLC (no shared memory) runs in threads while pytest runs.
     traces: dict[str, tuple[tlc.Trace | None, str]] = {}
+    no_tlc = tlc_missing()
+    if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
+        print(f"shmref: {no_tlc}", file=sys.stderr)
 
     def fetch_traces() -> None:
         for hazard in HAZARDS:
+            if no_tlc:
+                traces[hazard.model] = (None, no_tlc)
+                continue
             try:
                 traces[hazard.model] = hazard_trace(
                     hazard.model, run_missing=not quick or hazard.quick
@@ -435,6 +441,9 @@ def run(
     validation: list[Check] = []
 
     def validate() -> None:
+        if no_tlc:
+            validation.append(Check(PROTOCOL, "trace validation", "", NOT_RUN, detail=no_tlc))
+            return
         try:
             validation.append(validation_check(name, recordings, out, impl))
         except tlc.TlcError as exc:
@@ -483,6 +492,16 @@ def run(
     (out / "conformance.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     (out / "conformance.md").write_text(report.markdown(out))
     return report
+
+
+def tlc_missing() -> str:
+    """'' if TLC can run here, else `not run: missing ...` saying what to install."""
+    try:
+        tlc.find_java()
+        tlc.find_jar()
+    except tlc.TlcError as exc:
+        return f"not run: missing TLC ({exc})"
+    return ""
 
 
 def load_checked(module: str) -> tuple[ModuleType | None, str]:
@@ -568,9 +587,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     default = root / "build" / "conformance" if root else Path.cwd() / "shmref-conformance"
     out = (args.out or default / name).resolve()
     report = run(name, out, args.quick, tuple(args.level or LEVELS), all_groups=args.all_groups)
+    rows = []
     for level in LEVELS:
-        seed = report.seed_levels.get(level, "")
-        print(f"{level:<16} {report.level_status(level):<8} (seed: {seed})")
+        not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)
+        status = report.level_status(level) + (f" ({not_run} not run)" if not_run else "")
+        rows.append((level, status, f"(seed: {report.seed_levels.get(level, '')})"))
+    print(tables.text(("level", "result", "seed"), rows))
     print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
     return 0 if report.ok else 1
 

@@ -291,7 +291,8 @@ def hazard_check(
     what = hazard.what
     label = f"hazard {hazard.model}"
     if trace is None:
-        return Check(PROTOCOL, label, what, SKIP, detail=source), None
+        status = NOT_RUN if source.startswith("not run: missing") else SKIP
+        return Check(PROTOCOL, label, what, status, detail=source), None
     command = hazard_command(name, hazard, impl)
     try:
         replay = replay_hazard(impl, hazard, trace)

@@ -43,6 +43,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[Any]:
         pytest.skip(str(exc))
 
 
+@pytest.fixture(autouse=True)
+def tlc_available(request: pytest.FixtureRequest) -> None:
+    """A test that needs TLC where Java or the jar is missing is `not run:
+    missing TLC (what to install)`, never an error deep inside TLC's runner."""
+    if request.node.get_closest_marker("tlc") is None:
+        return
+    from shmref.conformance import tlc_missing
+
+    missing = tlc_missing()
+    if missing:
+        pytest.skip(missing)
+
+
 @pytest.fixture
 def ring_factory(impl: ModuleType) -> Iterator[Callable[..., Any]]:
     """Make writer rings that are closed (and unlinked) after the test."""

@@ -17,6 +17,7 @@ def test_store_machine(impl):
     machine_for(impl).TestCase().runTest()
 
 
+@pytest.mark.tlc
 def test_store_machine_from_tlc_traces(impl):
     machine_for(impl, TraceSeededMachine).TestCase().runTest()
 
