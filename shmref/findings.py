@@ -32,7 +32,9 @@ from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped]
 
-REPO = Path(__file__).resolve().parents[1]
+from shmref.paths import checkout
+
+REPO = checkout() or Path.cwd()  # FINDINGS.md and docs/ live in a shmref checkout
 DATA = REPO / "docs" / "findings.toml"
 DOC = REPO / "FINDINGS.md"
 SNAPSHOT = REPO / "docs" / "seed-conformance.json"
@@ -397,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not DATA.is_file():
+        print(f"shmref.findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
+        return 2
     try:
         if args.conformance:
             summary = summarize_conformance(json.loads(args.conformance.read_text("utf-8")))
