@@ -176,9 +176,17 @@ def validation_check(
                 }
             )
             continue
+        # An accepted recording's verdict is kept, keyed by its bytes (and the
+        # spec's hash): the same run of the same implementation is not re-checked.
+        verdict = cache_dir("validated") / f"{hashlib.sha256(path.read_bytes()).hexdigest()}.txt"
+        if verdict.is_file():
+            notes.append(verdict.read_text().strip() + " (cached verdict)")
+            continue
         result = validate_either(recording, out / "trace" / path.stem)
         if result.accepted:
-            notes.append(f"{len(recording.log)} steps accepted (FIXED={result.switches['FIXED']})")
+            note = f"{len(recording.log)} steps accepted (FIXED={result.switches['FIXED']})"
+            verdict.write_text(note + "\n")
+            notes.append(note)
             continue
         check.status = FAIL
         low = max(result.matched - 8, 0)

@@ -33,3 +33,16 @@ def simulation_corpus(
             raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
         done.write_text(run.summary() + "\n")
     return tlc.read_simulation_traces(folder / "traces")
+
+
+def state_graph(model: str, spec_dir: Path = SPEC_DIR) -> tlc.StateGraph:
+    """The whole state graph of `model` (TLC `-dump dot`), made once per spec
+    version; TlcError unless TLC checks the model without a violation."""
+    dot = cache_dir("corpus", keyed_by_spec=False) / f"{model}-graph-{spec_digest(spec_dir)}.dot"
+    if not dot.is_file():
+        partial = dot.with_name(dot.stem + "-partial.dot")  # TLC appends .dot otherwise
+        run = tlc.run_tlc(*model_files(model, spec_dir), dump_dot=partial)
+        if run.outcome != "ok":
+            raise tlc.TlcError(f"the state graph of {model}: {run.summary()}")
+        partial.replace(dot)
+    return tlc.parse_dot(dot)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from shmref import tlc
-from shmref.corpus import simulation_corpus
+from shmref.corpus import simulation_corpus, state_graph
 from shmref.mutants import build_mutant
 from shmref.paths import SPEC_DIR
 from shmref.replay import Replayer
@@ -50,12 +50,9 @@ def test_simulation_corpus_replays(impl, corpus, model):
     assert steps > 1000 and len(actions) >= 4
 
 
-def test_allocator_state_graph_every_edge(impl, tmp_path):
+def test_allocator_state_graph_every_edge(impl):
     """Paths through MCRing's whole state graph that cover every edge."""
-    dot = tmp_path / "ring.dot"
-    run = tlc.run_tlc(SPEC_DIR / "MCRing.tla", SPEC_DIR / "MCRing.cfg", dump_dot=dot)
-    assert run.outcome == "ok", run.summary()
-    graph = tlc.parse_dot(dot)
+    graph = state_graph("MCRing")  # TLC -dump dot, cached by the spec's hash
     paths = tlc.covering_paths(graph)
     coverage = tlc.edge_coverage(graph, paths)
     replayer = Replayer(impl, SPEC_DIR / "MCRing.cfg")
