@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -21,8 +22,6 @@ def run_example(source: str, module: object, folder: Path) -> None:
         code = compile(source, f"{DOC.name} example", "exec")
         namespace: dict[str, object] = {"__name__": "docs_example"}
         cwd = Path.cwd()
-        import os
-
         os.chdir(folder)
         try:
             exec(code, namespace)
@@ -53,3 +52,28 @@ def test_an_example_fails_on_a_broken_store(tmp_path):
     replay_example = next(e for e in EXAMPLES if "replay(" in e)
     with pytest.raises(AssertionError):
         run_example(replay_example, build_mutant("get_cached_not_counted"), tmp_path)
+
+
+# The commands the README and docs/conformance.md show, as CI runs them on the
+# installed wheel (.ci/wheel-check) with `your_module` replaced.
+SHOWN = (
+    "python -m shmref.conformance --impl your_module",
+    "pytest --shmref-impl your_module --pyargs shmref.suite",
+    "pytest --shmref-impl seed --pyargs shmref.suite -m seed_compatible",
+)
+
+
+def runs(command: str, script: str) -> bool:
+    """Every word of `command` (but `python`) in one `"$py" ...` invocation of the script."""
+    words = [w for w in command.split() if w != "python"]
+    return any(all(w in chunk.split() for w in words) for chunk in script.split('"$py"')[1:])
+
+
+def test_readme_and_docs_show_the_commands_ci_runs_on_the_wheel():
+    root = DOC.parents[1]
+    script = " ".join((root / ".ci" / "wheel-check").read_text().replace("\\\n", " ").split())
+    assert not runs("pytest --shmref-impl refimpl --pyargs shmref.nothing", script)  # can fail
+    for command in SHOWN:
+        assert runs(command.replace("your_module", "refimpl"), script), f"CI does not run {command}"
+        for doc in (root / "README.md", DOC):
+            assert command in " ".join(doc.read_text().split()), f"{doc.name} lacks: {command}"
