@@ -39,9 +39,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shlex
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -56,7 +59,7 @@ from shmref.hazards import HAZARDS, Hazard, hazard_check, hazard_trace, replay_h
 from shmref.impl import load_impl
 from shmref.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir, checkout
 from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
-from shmref.seedbuild import SeedError
+from shmref.seedbuild import SeedError, default_seed_path
 from shmref.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
@@ -352,7 +355,6 @@ def fingerprint(quick: bool, levels: Sequence[str]) -> str:
     """What a cached seed baseline depends on: the options, the oracle, the
     tests, the spec and the seed."""
     digest = hashlib.sha256(repr((quick, sorted(levels), bool(tlc_missing()))).encode())
-    from shmref.seedbuild import default_seed_path
 
     files = sorted(
         [
@@ -369,19 +371,53 @@ def fingerprint(quick: bool, levels: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def seed_baseline(
-    out: Path, quick: bool, levels: Sequence[str], all_groups: bool = False
-) -> dict[str, Any]:
-    """The seed's own report for the same run, cached in the user cache under
-    the run's fingerprint (and copied to out/seed-baseline)."""
-    key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
-    folder = cache_dir("seed-baseline") / key
-    report = folder / "conformance.json"
-    if not report.is_file():
-        run("shmref_seed", folder, quick, levels, baseline=False, all_groups=all_groups)
-    shutil.copytree(folder, out / "seed-baseline", dirs_exist_ok=True)
-    loaded: dict[str, Any] = json.loads(report.read_text())
-    return loaded
+class SeedBaseline:
+    """The seed's own report for the same run: from the user cache (keyed by
+    the run's fingerprint), or made by a conformance run of the seed in a
+    child process that works beside this run (2 cores: one each)."""
+
+    def __init__(self, quick: bool, levels: Sequence[str], all_groups: bool) -> None:
+        key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
+        self.folder = cache_dir("seed-baseline") / key
+        self.args = ["--quick"] * quick + ["--all-groups"] * all_groups
+        self.args += [arg for level in levels for arg in ("--level", level)]
+        self.child: subprocess.Popen[bytes] | None = None
+        self.work: Path | None = None
+
+    def start(self) -> None:
+        if (self.folder / "conformance.json").is_file():
+            return
+        seed = default_seed_path()
+        if not seed.is_file():
+            raise SeedError(f"seed file not found: {seed} (set SHMREF_SEED)")
+        self.work = Path(tempfile.mkdtemp(prefix=self.folder.name + "-", dir=self.folder.parent))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        command = [sys.executable, "-m", "shmref.conformance", "--impl", "seed", "--no-baseline"]
+        with open(self.work / "run.log", "wb") as log:
+            self.child = subprocess.Popen(
+                [*command, "--out", str(self.work), *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+
+    def report(self, out: Path) -> dict[str, Any]:
+        """Wait for the seed's run (if any); its report, copied to out/seed-baseline."""
+        if self.child is not None and self.work is not None:
+            code = self.child.wait()
+            made = self.work / "conformance.json"
+            if not made.is_file():
+                log = (self.work / "run.log").read_text(errors="replace").strip()
+                raise SeedError(f"the seed's own run exited {code}: {log[-300:]}")
+            if (self.folder / "conformance.json").is_file():  # another run was first
+                shutil.rmtree(self.work, ignore_errors=True)
+            else:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                os.replace(self.work, self.folder)
+        shutil.copytree(self.folder, out / "seed-baseline", dirs_exist_ok=True)
+        loaded: dict[str, Any] = json.loads((self.folder / "conformance.json").read_text())
+        return loaded
 
 
 def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[str, str]:
@@ -416,6 +452,14 @@ def run(
     not_run = [NOT_RUN_GROUPS] + [
         g.select for g in TEST_GROUPS if g not in groups and g.level in levels
     ]
+    seed_run: SeedBaseline | None = None
+    seed_problem = ""
+    if baseline and name != "shmref_seed":
+        seed_run = SeedBaseline(quick, levels, all_groups)
+        try:
+            seed_run.start()
+        except SeedError as exc:
+            seed_run, seed_problem = None, str(exc)
     protocol = PROTOCOL in levels
 
     # TLC (no shared memory) runs in threads while pytest runs.
@@ -487,13 +531,15 @@ def run(
         for check in checks:
             check.seed = check.status
         seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
-    elif baseline:
+    elif seed_run is not None:
         try:
-            seed_levels = attach_baseline(checks, seed_baseline(out, quick, levels, all_groups))
-        except SeedError as exc:  # no seed text here: say so beside every property
-            for check in checks:
-                check.seed = "no seed"
-            not_run.append(f"the seed baseline ({exc})")
+            seed_levels = attach_baseline(checks, seed_run.report(out))
+        except SeedError as exc:
+            seed_problem = str(exc)
+    if seed_problem:  # no seed text here, or its run failed: say so beside every property
+        for check in checks:
+            check.seed = "no seed"
+        not_run.append(f"the seed baseline ({seed_problem})")
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
     )
@@ -553,6 +599,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run only the checks of this level (repeatable; default: all)",
     )
     parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="leave out the seed's own result beside each property (used for the seed's own run)",
+    )
+    parser.add_argument(
         "--hazard", metavar="MODEL", help="only replay this hazard model's counterexample on --impl"
     )
     parser.add_argument(
@@ -594,12 +645,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = checkout()
     default = root / "build" / "conformance" if root else Path.cwd() / "shmref-conformance"
     out = (args.out or default / name).resolve()
-    report = run(name, out, args.quick, tuple(args.level or LEVELS), all_groups=args.all_groups)
+    report = run(
+        name,
+        out,
+        args.quick,
+        tuple(args.level or LEVELS),
+        baseline=not args.no_baseline,
+        all_groups=args.all_groups,
+    )
     rows = []
     for level in LEVELS:
         not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)
         status = report.level_status(level) + (f" ({not_run} not run)" if not_run else "")
-        rows.append((level, status, f"(seed: {report.seed_levels.get(level, '')})"))
+        rows.append((level, status, report.seed_levels.get(level, "")))
     print(tables.text(("level", "result", "seed"), rows))
     print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
     return 0 if report.ok else 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from shmref import tlc
 from shmref.manifest import model_files
-from shmref.paths import SPEC_DIR, cache_dir, spec_digest
+from shmref.paths import SPEC_DIR, cache_dir, cache_lock, spec_digest
 
 
 def simulation_corpus(
@@ -25,13 +25,15 @@ def simulation_corpus(
         / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
     )
     done = folder / "DONE"
-    if not done.exists():
-        shutil.rmtree(folder, ignore_errors=True)
-        tla, cfg = model_files(model, spec_dir)  # the module may be shared
-        run = tlc.run_tlc(tla, cfg, simulate=(num, depth, seed), simulate_dir=folder / "traces")
-        if run.outcome != "ok":
-            raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
-        done.write_text(run.summary() + "\n")
+    with cache_lock("corpus", folder.name):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            tla, cfg = model_files(model, spec_dir)  # the module may be shared
+            traces = folder / "traces"
+            run = tlc.run_tlc(tla, cfg, simulate=(num, depth, seed), simulate_dir=traces)
+            if run.outcome != "ok":
+                raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
+            done.write_text(run.summary() + "\n")
     return tlc.read_simulation_traces(folder / "traces")
 
 
@@ -39,10 +41,11 @@ def state_graph(model: str, spec_dir: Path = SPEC_DIR) -> tlc.StateGraph:
     """The whole state graph of `model` (TLC `-dump dot`), made once per spec
     version; TlcError unless TLC checks the model without a violation."""
     dot = cache_dir("corpus", keyed_by_spec=False) / f"{model}-graph-{spec_digest(spec_dir)}.dot"
-    if not dot.is_file():
-        partial = dot.with_name(dot.stem + "-partial.dot")  # TLC appends .dot otherwise
-        run = tlc.run_tlc(*model_files(model, spec_dir), dump_dot=partial)
-        if run.outcome != "ok":
-            raise tlc.TlcError(f"the state graph of {model}: {run.summary()}")
-        partial.replace(dot)
+    with cache_lock("corpus", dot.name):
+        if not dot.is_file():
+            partial = dot.with_name(dot.stem + "-partial.dot")  # TLC appends .dot otherwise
+            run = tlc.run_tlc(*model_files(model, spec_dir), dump_dot=partial)
+            if run.outcome != "ok":
+                raise tlc.TlcError(f"the state graph of {model}: {run.summary()}")
+            partial.replace(dot)
     return tlc.parse_dot(dot)

@@ -12,7 +12,7 @@ from typing import Any
 from shmref import contract, tlc
 from shmref.driver import Driver, Outcome
 from shmref.manifest import model_files
-from shmref.paths import SPEC_DIR, cache_dir
+from shmref.paths import SPEC_DIR, cache_dir, cache_lock
 from shmref.replay import Replayer, describe
 from shmref.verdict import (
     ASSUMPTION,
@@ -88,7 +88,12 @@ HAZARDS: tuple[Hazard, ...] = (
 def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | None, str]:
     """The model's counterexample: from the user cache (keyed by the spec's
     hash), or the log `make check` wrote after the spec's last change, or a
-    fresh TLC run."""
+    fresh TLC run (one process at a time per model)."""
+    with cache_lock("hazards", model):
+        return _hazard_trace(model, run_missing)
+
+
+def _hazard_trace(model: str, run_missing: bool) -> tuple[tlc.Trace | None, str]:
     cache = cache_dir("hazards") / f"{model}.out"
     sources = [cache]
     check_out = cache_dir("tlc", keyed_by_spec=False) / f"{model}.out"

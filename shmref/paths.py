@@ -9,9 +9,12 @@ cache directory, one folder per spec version, never to the current folder.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.resources
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CACHE_ENV = "SHMREF_CACHE_DIR"
@@ -58,3 +61,17 @@ def cache_dir(kind: str, keyed_by_spec: bool = True) -> Path:
     folder = cache_root() / (spec_digest() if keyed_by_spec else "any") / kind
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@contextmanager
+def cache_lock(kind: str, name: str) -> Iterator[None]:
+    """Hold an exclusive lock on one cache entry while it is built, so that
+    processes building the same entry (pytest-xdist workers, a conformance
+    run and its seed baseline) take turns instead of overwriting each other."""
+    lock = cache_dir(kind, keyed_by_spec=False) / f".{name}.lock"
+    with open(lock, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
