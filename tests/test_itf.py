@@ -17,7 +17,8 @@ import pytest
 from shmref import itf, tlc
 from shmref.corpus import simulation_corpus
 from shmref.itf_schema import RING_VARS, STORAGE_VARS, ItfError
-from shmref.replay import SPEC_DIR, Replayer, read_constants
+from shmref.paths import SPEC_DIR
+from shmref.replay import Replayer, read_constants
 from shmref.seedbuild import build_seed_module
 
 pytestmark = pytest.mark.tlc
