@@ -264,3 +264,35 @@ def test_the_recorder_logs_the_tables_fields() -> None:
             rec._add("touch", rec.driver.touch("a"))  # touch's argument `key` is missing
         with pytest.raises(ValueError, match="calls nothing"):
             rec._call("drop_delivery", 0, ())
+
+
+# -- docs/itf.md's action table (hand-written for harness authors) ---------------------
+
+
+def itf_doc_rows(text: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """name -> (fields, outcomes) of the `| name | fields | outcomes | call |` table."""
+    rows: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    header = "| `name` | fields | outcomes | the call (bytes) |"
+    body = text.split(header, 1)[1].split("\n\n", 1)[0]
+    for line in body.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip()[1:-1].split("|")]
+        name = cells[0].split()[0].strip("`")
+
+        def names(cell: str) -> tuple[str, ...]:
+            return tuple(n.strip().strip("`") for n in cell.split(",") if n.strip())
+
+        rows[name] = (names(cells[1]), names(cells[2]))
+    return rows
+
+
+def table_rows() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    return {a.name: (a.fields, a.outcomes) for a in vocabulary.spec_actions()}
+
+
+def test_itf_doc_lists_the_tables_actions_fields_and_outcomes() -> None:
+    text = (REPO / "docs" / "itf.md").read_text()
+    assert itf_doc_rows(text) == table_rows()
+    broken = text.replace(
+        "| `get_copy` | `reader` | `ok`, `DeserializeError` |", "| `get_copy` | `reader` | `ok` |"
+    )
+    assert broken != text and itf_doc_rows(broken) != table_rows()
