@@ -186,7 +186,13 @@ CAPABILITIES: tuple[Capability, ...] = (
         "the storage's ring (constructor "
         "argument): a read split into begin/copy/end from the seed's pieces",
     ),
-    Capability("storage", "verify_signature", False, "split read: check a handle"),
+    Capability(
+        "storage",
+        "verify_signature",
+        False,
+        "split read: check a handle, as a step of its own (a refusal there is "
+        "`rejected`, after it `stale`: shmref.vocabulary)",
+    ),
     Capability("storage", "increment_reader_flag", False, "split read: count a read"),
     Capability(
         "storage", "get_begin", False, "native split read (refimpl's), preferred when present"

@@ -26,6 +26,7 @@ from shmref import splitread
 from shmref.contract import MissingCapability, has
 from shmref.observe import Segment
 from shmref.readers import ReaderProcess
+from shmref.vocabulary import InjectedCopyFailure, classify, exception_named
 
 UNIT = 16  # bytes per model unit: twice the 8-byte chunk header
 MD_SIZE = 8
@@ -36,8 +37,9 @@ FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a step did: "ok", or the exception class's name (plus "stale" /
-    "rejected" for reads refused at get_begin), and the step's result."""
+    """What a step did: an outcome name of shmref.vocabulary ("ok",
+    "stale", "rejected", ...; an exception of no listed type by its class
+    name), and the step's result (or the exception's message)."""
 
     status: str
     result: Any = None
@@ -73,7 +75,7 @@ class LocalReader:
         return splitread.end(self.storage, read)
 
     def touch(self, *args: Any) -> Any:
-        return self.storage.touch(*args)
+        return splitread.touch(self.storage, *args)
 
     def abandon(self) -> None:
         if self.read is not None:
@@ -94,7 +96,7 @@ class RemoteReader:
     def _call(self, *command: Any) -> Any:
         status, payload = self.process.call(*command)
         if status != "ok":
-            raise _EXCEPTIONS.get(status, RuntimeError)(payload)
+            raise (exception_named(status) or RuntimeError)(payload)
         return payload
 
     def begin(self, *args: Any) -> None:
@@ -118,10 +120,6 @@ class RemoteReader:
         self.process.stop()
 
 
-class DeserializeError(ValueError):
-    """Injected: the object could not be deserialized."""
-
-
 def failable(inner: type) -> type:
     """A serde class that behaves as `inner` until its class flag `fail` is set."""
 
@@ -136,14 +134,11 @@ def failable(inner: type) -> type:
 
         def deserialize(self, data: Any) -> Any:
             if type(self).fail:
-                raise DeserializeError("injected deserialize failure")
+                raise InjectedCopyFailure("injected deserialize failure")
             return self.inner.deserialize(data)
 
     FailableSerde.__name__ = f"Failable{getattr(inner, '__name__', 'Serde')}"
     return FailableSerde
-
-
-_EXCEPTIONS = {"ValueError": ValueError, "MemoryError": MemoryError, "KeyError": KeyError}
 
 
 def value_for(key: str, size: int, serde: Any) -> str | bytes:
@@ -238,7 +233,9 @@ class Driver:
     # -- ring actions (spec/RingBuffer.tla) ------------------------------------
 
     def allocate_buf(self, size: int) -> Outcome:
-        outcome = self._run(lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE)))
+        outcome = self._run(
+            "allocate_buf", lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE))
+        )
         if outcome.status == "ok":
             self.marked.discard(outcome.result[1])  # a new chunk is not free yet
             self.chunks[outcome.result[1]] = UNIT * outcome.result[0]  # bytes, as placed
@@ -256,7 +253,7 @@ class Driver:
                 self.chunks.pop(i, None)
             return freed
 
-        return self._run(free)
+        return self._run("free_buf", free)
 
     # -- writer actions (spec/ShmObjectStorage.tla) ------------------------------
 
@@ -265,7 +262,9 @@ class Driver:
         if self.value_keys.get(value, key) != key:
             raise ValueError(f"keys {key!r} and {self.value_keys[value]!r} get the same value")
         returned: list[tuple[int, int]] = []
-        outcome = self._run(lambda: self._units(_keep(returned, self.writer.put(key, value))))
+        outcome = self._run(
+            "put", lambda: self._units(_keep(returned, self.writer.put(key, value)))
+        )
         if returned:
             self.value_keys[value] = key
             self.placed.pop(key, None)  # keep `placed` in allocation (FIFO) order
@@ -274,23 +273,25 @@ class Driver:
 
     def get_cached(self, key: str) -> Outcome:
         returned: list[tuple[int, int]] = []
-        outcome = self._run(lambda: self._units(_keep(returned, self.writer.get_cached(key))))
+        outcome = self._run(
+            "get_cached", lambda: self._units(_keep(returned, self.writer.get_cached(key)))
+        )
         if returned:
             self._issue(key, returned[0])
         return outcome
 
     def touch(self, key: str) -> Outcome:
-        return self._run(lambda: self.writer.touch(key))
+        return self._run("touch", lambda: self.writer.touch(key))
 
     def release_touches(self) -> Outcome:
-        return self._run(self.writer.release_touches)
+        return self._run("release_touches", self.writer.release_touches)
 
     def free_unused(self) -> Outcome:
-        return self._run(self.writer.free_unused)
+        return self._run("free_unused", self.writer.free_unused)
 
     def clear(self) -> Outcome:
         target = self.writer if self.writer is not None else self.ring
-        outcome = self._run(target.clear)
+        outcome = self._run("clear", target.clear)
         self.marked.clear()
         self.chunks.clear()
         return outcome
@@ -299,10 +300,10 @@ class Driver:
         """The writer reads one of its objects (`get` without a signature; the
         writer has no lock, as in vLLM, so the read is not counted)."""
         key, address, monotonic_id = handle
-        outcome = self._run(lambda: self.writer.get(UNIT * address, monotonic_id))
+        outcome = self._run("writer_get", lambda: self.writer.get(UNIT * address, monotonic_id))
         if outcome.status == "ok":
             return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
-        return Outcome(_refusal(outcome), outcome.result)
+        return outcome
 
     # -- reader actions -----------------------------------------------------------
 
@@ -311,10 +312,10 @@ class Driver:
         counts nothing."""
         key, address, monotonic_id = handle
         signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
-        outcome = self._run(
-            lambda: self.readers[reader].touch(key, UNIT * address, monotonic_id, signature)
+        return self._run(
+            "reader_touch",
+            lambda: self.readers[reader].touch(key, UNIT * address, monotonic_id, signature),
         )
-        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     def get_begin_foreign(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         """A read of a handle signed by another storage: the same key, address
@@ -327,10 +328,10 @@ class Driver:
             + monotonic_id.to_bytes(4, "little")
         )
         signature = list(hmac.new(FOREIGN_SECRET, payload, hashlib.sha256).digest())
-        outcome = self._run(
-            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key)
+        return self._run(
+            "get_begin_foreign",
+            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key),
         )
-        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     # -- reader actions: a read in three steps -----------------------------------
 
@@ -339,24 +340,23 @@ class Driver:
         A refused read is "rejected" (signature) or "stale" (id check)."""
         key, address, monotonic_id = handle
         signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
-        outcome = self._run(
-            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key)
+        return self._run(
+            "get_begin",
+            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key),
         )
-        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
 
     def get_copy(self, reader: int, fail: bool = False) -> Outcome:
         """`fail` makes this copy's deserialization fail, as a corrupt or
         unexpected object would (the spec's COPY_FAIL)."""
-        outcome = self._run(lambda: self.readers[reader].copy(fail=fail))
-        return outcome if outcome.status == "ok" else Outcome(_refusal(outcome), outcome.result)
+        return self._run("get_copy", lambda: self.readers[reader].copy(fail=fail))
 
     def get_end(self, reader: int) -> Outcome:
         """Ends the read; an ok result is the key whose value came back
         (or "<foreign>" for bytes that are no key's value)."""
-        outcome = self._run(self.readers[reader].end)
+        outcome = self._run("get_end", self.readers[reader].end)
         if outcome.status == "ok":
             return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
-        return Outcome(_refusal(outcome), outcome.result)
+        return outcome
 
     # -- observation -------------------------------------------------------------
 
@@ -397,11 +397,13 @@ class Driver:
         return _scaled(address), monotonic_id
 
     @staticmethod
-    def _run(step: Callable[[], Any]) -> Outcome:
+    def _run(action: str, step: Callable[[], Any]) -> Outcome:
+        """Run one action's call; what it raised is named by shmref.vocabulary
+        (by its type and the kind of step, never by its message)."""
         try:
             return Outcome("ok", step())
         except (ValueError, MemoryError, KeyError) as exc:
-            return Outcome(type(exc).__name__, str(exc))
+            return Outcome(classify(action, exc), str(exc))
 
 
 def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:
@@ -414,16 +416,3 @@ def _scaled(byte_address: int) -> int:
     if byte_address % UNIT:
         raise ValueError(f"address {byte_address} is not a whole number of units")
     return byte_address // UNIT
-
-
-def _refusal(outcome: Outcome) -> str:
-    """Tell a forged handle (signature) from a stale one (id check) and
-    from an injected deserialization failure."""
-    message = str(outcome.result)
-    if "injected deserialize failure" in message:
-        return "DeserializeError"
-    if outcome.status == "ValueError" and "signature" in message.lower():
-        return "rejected"
-    if outcome.status == "ValueError":
-        return "stale"
-    return outcome.status

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from shmref import contract, tlc
+from shmref import contract, tlc, vocabulary
 from shmref.driver import Driver, Outcome
 from shmref.manifest import model_files
 from shmref.paths import SPEC_DIR, cache_dir, cache_lock
@@ -182,7 +182,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                         entry[1] += 1
             after = driver.observe()
             problem = None
-            if name in ("put", "allocate_buf") and outcome.status == "ok":
+            if vocabulary.action(name).allocates and outcome.status == "ok":
                 address, chunk_id = outcome.result
                 if chunk_id in before.get("metadata", {}):
                     problem = f"got id {chunk_id}, the id of a live chunk"
@@ -209,7 +209,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                         f"only {named} read(s) named it"
                     )
             shown = outcome.status
-            if name in ("put", "get_cached", "allocate_buf") and outcome.status == "ok":
+            if vocabulary.action(name).places and outcome.status == "ok":
                 shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
             rows.append(
                 (

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from shmref import vocabulary
 from shmref.tlc import FrozenDict
 
 JSON_INT_MAX = 2**53 - 1  # larger integers are written {"#bigint": "..."}
@@ -253,59 +254,14 @@ def _fields_exactly(
 
 HANDLE = one_of(tup(), tup(STR, INT, INT))
 
-# outcomes each action can show in the spec
-_OUTCOMES = {
-    "init": "ok",
-    "allocate_buf": "ok MemoryError",
-    "mark_free": "ok",
-    "free_buf": "ok",
-    "clear": "ok",
-    "put": "ok ValueError MemoryError",
-    "get_cached": "ok",
-    "touch": "ok",
-    "release_touches": "ok",
-    "free_unused": "ok KeyError",
-    "get_begin": "ok rejected stale",
-    "get_copy": "ok DeserializeError",
-    "get_end": "ok stale DeserializeError",
-    "get_check": "ok",
-    "drop_delivery": "ok",
-}
-ACTION_OUTCOMES = {name: frozenset(text.split()) for name, text in _OUTCOMES.items()}
-# what an implementation may show for any call of a recording
-RECORDED_OUTCOMES = frozenset(
-    "ok ValueError MemoryError KeyError rejected stale DeserializeError".split()
-)
-# the arguments and results of each action (besides name and outcome);
-# "reader" and "value" differ between spec traces and recordings
-ACTION_FIELDS: dict[str, tuple[str, ...]] = {
-    "init": (),
-    "allocate_buf": ("size",),
-    "mark_free": ("id",),
-    "free_buf": ("nbytes", "freed"),
-    "clear": (),
-    "put": ("key", "size", "handle"),
-    "get_cached": ("key", "handle"),
-    "touch": ("key",),
-    "release_touches": (),
-    "free_unused": ("freed",),
-    "get_begin": ("reader", "handle"),
-    "get_copy": ("reader",),
-    "get_end": ("reader", "handle", "value"),
-    "get_check": ("reader", "handle"),
-    "drop_delivery": ("reader", "handle"),
-}
-RECORDED_ACTIONS = (
-    "put",
-    "get_cached",
-    "touch",
-    "release_touches",
-    "free_unused",
-    "clear",
-    "get_begin",
-    "get_copy",
-    "get_end",
-)
+# from shmref.vocabulary: the outcomes each spec action can show, every
+# outcome an implementation's call may show in a recording, and the fields
+# of each action's record besides name and outcome ("reader" and "value"
+# differ between spec traces and recordings)
+ACTION_OUTCOMES = {a.name: frozenset(a.outcomes) for a in vocabulary.spec_actions()}
+RECORDED_OUTCOMES = frozenset(o.name for o in vocabulary.OUTCOMES)
+ACTION_FIELDS: dict[str, tuple[str, ...]] = {a.name: a.fields for a in vocabulary.spec_actions()}
+RECORDED_ACTIONS = tuple(a.name for a in vocabulary.recorded_actions())
 
 
 class Action(Type):

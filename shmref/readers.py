@@ -64,7 +64,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
             elif verb == "verify":
                 results.put(("ok", verify_many(storage, args[0])))
             elif verb == "touch":
-                results.put(_outcome(storage.touch, *args))
+                results.put(_outcome(splitread.touch, storage, *args))
             else:
                 results.put(("ValueError", f"unknown command {verb!r}"))
     finally:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from shmref import vocabulary
 from shmref.driver import MD_SIZE, UNIT, Driver, Outcome
 from shmref.itf_schema import OBSERVABLE
 from shmref.tracecheck import (
@@ -80,8 +81,23 @@ class Recorder:
         observed = [dict(o) for o in self.observed] if self.observed is not None else None
         return Recording(constants, [dict(e) for e in self.log], observed)
 
-    def _add(self, name: str, outcome: Outcome, **fields: Any) -> Outcome:
-        self.log.append({"name": name, **fields, "outcome": outcome.status})
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Outcome:
+        """The Driver method of action `name` (shmref.vocabulary)."""
+        method = vocabulary.action(name).driver
+        if method is None:
+            raise ValueError(f"action {name!r} calls nothing: there is no call to record")
+        outcome: Outcome = getattr(self.driver, method)(*args, **kwargs)
+        return outcome
+
+    def _add(self, name: str, outcome: Outcome, *args: Any, **results: Any) -> Outcome:
+        """Log the call as the spec's `last_action`: its arguments under the
+        vocabulary's names, then the results it showed, then the outcome."""
+        spec = vocabulary.action(name)
+        unknown = set(results) - set(spec.results)
+        if len(args) != len(spec.arguments) or unknown:
+            raise ValueError(f"{name}: arguments {args}, results {sorted(unknown)} do not fit")
+        arguments = dict(zip(spec.arguments, args, strict=True))
+        self.log.append({"name": name, **arguments, **results, "outcome": outcome.status})
         if self.observed is not None:
             self.observed.append(self._observe())
         return outcome
@@ -95,23 +111,23 @@ class Recorder:
     # -- writer ------------------------------------------------------------------
 
     def put(self, key: str, size: int) -> Outcome:
-        outcome = self.driver.put(key, size)
-        return self._add("put", outcome, key=key, size=size, handle=self._handle(key, outcome))
+        outcome = self._call("put", key, size)
+        return self._add("put", outcome, key, size, handle=self._handle(key, outcome))
 
     def get_cached(self, key: str) -> Outcome:
-        outcome = self.driver.get_cached(key)
-        return self._add("get_cached", outcome, key=key, handle=self._handle(key, outcome))
+        outcome = self._call("get_cached", key)
+        return self._add("get_cached", outcome, key, handle=self._handle(key, outcome))
 
     def touch(self, key: str) -> Outcome:
-        return self._add("touch", self.driver.touch(key), key=key)
+        return self._add("touch", self._call("touch", key), key)
 
     def release_touches(self) -> Outcome:
-        return self._add("release_touches", self.driver.release_touches())
+        return self._add("release_touches", self._call("release_touches"))
 
     def free_unused(self) -> Outcome:
         metadata = getattr(self.driver.ring, "metadata", None)
         before = list(metadata) if metadata is not None else None
-        outcome = self.driver.free_unused()
+        outcome = self._call("free_unused")
         if before is None:  # an implementation without the ring's metadata
             return self._add("free_unused", outcome)
         after = set(self.driver.ring.metadata)
@@ -119,26 +135,26 @@ class Recorder:
         return self._add("free_unused", outcome, freed=freed)
 
     def clear(self) -> Outcome:
-        return self._add("clear", self.driver.clear())
+        return self._add("clear", self._call("clear"))
 
     # -- readers -----------------------------------------------------------------
 
     def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
         handle = tuple(handle)
-        outcome = self.driver.get_begin(reader, handle)
+        outcome = self._call("get_begin", reader, handle)
         if outcome.status == "ok":
             self.open[reader] = handle
-        return self._add("get_begin", outcome, reader=reader, handle=handle)
+        return self._add("get_begin", outcome, reader, handle)
 
     def get_copy(self, reader: int, fail: bool = False) -> Outcome:
-        outcome = self.driver.get_copy(reader, fail=fail)
+        outcome = self._call("get_copy", reader, fail=fail)
         if fail and outcome.status == "ok":
             # the injected failure is kept for get_end (refimpl) or raised
             # now (seed composition): in the spec it happens at get_copy
             outcome = Outcome("DeserializeError")
         elif outcome.status == "DeserializeError":
             self.raised_at_copy.add(reader)
-        return self._add("get_copy", outcome, reader=reader)
+        return self._add("get_copy", outcome, reader)
 
     def get_end(self, reader: int) -> Outcome:
         handle = self.open.pop(reader, ())
@@ -149,13 +165,12 @@ class Recorder:
             # (Ending the composed read would increment: shmref.splitread.)
             self.raised_at_copy.discard(reader)
             abandon()
-            return self._add("get_end", Outcome("DeserializeError"), reader=reader, handle=handle)
+            return self._add("get_end", Outcome("DeserializeError"), reader, handle=handle)
         self.raised_at_copy.discard(reader)
-        outcome = self.driver.get_end(reader)
-        fields: dict[str, Any] = {"reader": reader, "handle": handle}
+        outcome = self._call("get_end", reader)
         if outcome.status == "ok":
-            fields["value"] = outcome.result
-        return self._add("get_end", outcome, **fields)
+            return self._add("get_end", outcome, reader, handle=handle, value=outcome.result)
+        return self._add("get_end", outcome, reader, handle=handle)
 
 
 def random_workload(

@@ -19,10 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from shmref import vocabulary
 from shmref.driver import UNIT, Driver, Outcome
 from shmref.tlc import Trace, parse_value
-
-RING_ACTIONS = {"allocate_buf", "mark_free", "free_buf", "clear"}
 
 
 def read_constants(cfg: Path) -> dict[str, Any]:
@@ -168,7 +167,7 @@ class Replayer:
                     for a, s in _sizes(state.vars, self.constants["N"]).items()
                 }
                 got = outcome.status
-                if got == "ok" and action["name"] in ("put", "get_cached", "allocate_buf"):
+                if got == "ok" and vocabulary.action(action["name"]).places:
                     got = f"ok {tuple(outcome.result)}"  # the implementation's own numbers
                 report.steps.append(
                     Step(
@@ -253,50 +252,32 @@ class Replayer:
         return problems
 
 
-# Steps of the environment or inside one call: no implementation method.
-# drop_delivery: a delivery never read. get_check: the spec's SPLIT_END cuts
-# get_end in two; one call cannot be stopped inside, so the re-check happens
-# at get_end and that window is not replayable.
-NO_CALL = {"drop_delivery", "get_check"}
-
-
 def step_call(
     action: Mapping[str, Any], readers: Sequence[Any]
 ) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
     """The Driver method, positional and keyword arguments for a trace step
-    (`last_action`), or None when the step calls nothing. Readers are named in
-    traces (`r1`) and numbered in the driver (their index in `readers`)."""
-    name = action["name"]
-    if name in NO_CALL:
+    (`last_action`), looked up in shmref.vocabulary, or None when the step
+    calls nothing (a step of the environment, or get_check: the spec's
+    SPLIT_END cuts get_end in two, one call cannot be stopped inside, so
+    that window is not replayable). Readers are named in traces (`r1`) and
+    numbered in the driver (their index in `readers`)."""
+    try:
+        spec = vocabulary.action(action["name"])
+    except vocabulary.UnknownAction:
+        raise ValueError(f"trace step {action['name']!r} has no implementation action") from None
+    if spec.driver is None:
         return None
-    arguments = {
-        "allocate_buf": ("size",),
-        "mark_free": ("id",),
-        "free_buf": ("nbytes",),
-        "put": ("key", "size"),
-        "get_cached": ("key",),
-        "touch": ("key",),
-        "release_touches": (),
-        "free_unused": (),
-        "clear": (),
-        "get_begin": ("reader", "handle"),
-        "get_copy": ("reader",),
-        "get_end": ("reader",),
-    }
-    if name not in arguments:
-        raise ValueError(f"trace step {name!r} has no implementation action")
     args = tuple(
         readers.index(action[a])
         if a == "reader"
         else tuple(action[a])
         if a == "handle"
         else action[a]
-        for a in arguments[name]
+        for a in spec.arguments
     )
-    kwargs = (
-        {"fail": True} if name == "get_copy" and action.get("outcome") == "DeserializeError" else {}
-    )
-    return name, args, kwargs
+    outcome = action.get("outcome")
+    kwargs = {keyword: True for caused, keyword in spec.inject if caused == outcome}
+    return spec.driver, args, kwargs
 
 
 def _sizes(spec: Mapping[str, Any], n: int) -> dict[int, int]:

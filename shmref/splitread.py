@@ -7,6 +7,11 @@ serde instance and the reader lock that the caller put in the handle, and the
 documented object layout (a 4-byte read count, then the serde's bytes):
 exactly the seed's `get`, cut where the spec cuts it, so that the writer can
 act between the steps. No private attribute of the storage is read.
+
+A reader's signature check runs as its own step first (`check_signature`,
+on every implementation), so that a refused handle is told from a stale one
+by where the ValueError was raised, not by its message: a ValueError of
+`verify_signature` becomes shmref.vocabulary.HandleRejected.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
-from shmref.contract import COUNT_BYTES, MissingCapability, split_read_missing
+from shmref.contract import COUNT_BYTES, MissingCapability, has, split_read_missing
+from shmref.vocabulary import HandleRejected
 
 
 class SeedRead:
@@ -43,6 +49,45 @@ class SeedRead:
         return self.value
 
 
+def check_signature(
+    storage: Any, address: int, monotonic_id: int, signature: Any, key: Any
+) -> bool:
+    """A reader's signature check as its own step: a ValueError of the
+    implementation's `verify_signature` is raised as HandleRejected. False
+    when the check could not run (no `verify_signature`); a writer checks
+    no signature (True)."""
+    if storage.is_writer:
+        return True
+    if not has(storage, "verify_signature"):
+        return False
+    try:
+        storage.verify_signature(key, address, monotonic_id, signature)
+    except HandleRejected:
+        raise
+    except ValueError as exc:
+        raise HandleRejected(str(exc)) from exc
+    return True
+
+
+def unnamed_refusal(checked: bool, exc: ValueError) -> None:
+    """Raise MissingCapability for a refusal that cannot be named rejected
+    or stale: the signature could not be checked apart (no `verify_signature`)."""
+    if not checked and not isinstance(exc, HandleRejected):
+        raise MissingCapability(
+            "storage.verify_signature (to tell a rejected handle from a stale one)"
+        ) from exc
+
+
+def touch(storage: Any, key: Any, address: int, monotonic_id: int, signature: Any) -> Any:
+    """A reader's touch (validate a handle), its signature checked first."""
+    checked = check_signature(storage, address, monotonic_id, signature, key)
+    try:
+        return storage.touch(key, address, monotonic_id, signature)
+    except ValueError as exc:
+        unnamed_refusal(checked, exc)
+        raise
+
+
 def begin(
     storage: Any,
     address: int,
@@ -61,14 +106,18 @@ def begin(
         and hasattr(storage, "get_copy")
         and hasattr(storage, "get_end")
     ):
-        return storage.get_begin(address, monotonic_id, signature, key)
+        checked = check_signature(storage, address, monotonic_id, signature, key)
+        try:
+            return storage.get_begin(address, monotonic_id, signature, key)
+        except ValueError as exc:
+            unnamed_refusal(checked, exc)
+            raise
     lacking = split_read_missing(storage)
     if lacking is not None:
         raise MissingCapability(lacking)
     if serde is None:
         raise MissingCapability("a serde instance for a composed split read")
-    if not storage.is_writer:
-        storage.verify_signature(key, address, monotonic_id, signature)
+    check_signature(storage, address, monotonic_id, signature, key)
     resources = ExitStack()
     try:
         view, (chunk_id, _size) = resources.enter_context(storage.ring_buffer.access_buf(address))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shmref import itf, tlc
+from shmref import itf, tlc, vocabulary
 from shmref.itf_schema import ItfError
 from shmref.paths import SPEC_DIR
 
@@ -189,7 +189,7 @@ def tla_module(recording: Recording, name: str, switches: dict[str, Any]) -> tup
     keys |= {e["value"] for e in log if "value" in e and e["value"] != "<foreign>"}
     sizes = {e["size"] for e in log if "size" in e} | {1}
     forged = {tuple(e["handle"]) for e in log if e["name"] == "get_begin"}
-    issues = sum(1 for e in log if e["name"] in ("put", "get_cached"))
+    issues = sum(1 for e in log if vocabulary.action(e["name"]).places)  # put, get_cached
     entries = "".join(f"\n    [] j = {j} -> {_entry(j, e)}" for j, e in enumerate(log, start=1))
     cases = "".join(
         f"\n    [] j = {j} -> {tla_observation(o)}"
@@ -354,17 +354,18 @@ def validate_either(
 
 # -- why a step matched nothing ------------------------------------------------------
 
-CALL_FIELDS = ("name", "key", "size", "reader")
 ABSENT = "(absent)"
 
 
+def call_fields(name: str) -> tuple[str, ...]:
+    """The fields of a recorded call that are its arguments (shmref.vocabulary:
+    a get_begin's handle is an argument, every other handle a result)."""
+    return ("name", *vocabulary.action(name).arguments)
+
+
 def call_of(entry: dict[str, Any]) -> dict[str, Any]:
-    """The call an entry records, without its results (a get_begin's handle
-    is an argument; every other handle is a result)."""
-    call = {f: entry[f] for f in CALL_FIELDS if f in entry}
-    if entry["name"] == "get_begin":
-        call["handle"] = entry["handle"]
-    return call
+    """The call an entry records, without its results."""
+    return {f: entry[f] for f in call_fields(entry["name"]) if f in entry}
 
 
 def _function(value: Any) -> dict[Any, Any]:
@@ -419,8 +420,9 @@ def _spec_results(trace: tlc.Trace, call: dict[str, Any]) -> dict[str, Any]:
 
 def _differences(entry: dict[str, Any], results: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     diffs = []
+    arguments = call_fields(entry["name"])
     for f in sorted(set(entry) | set(results)):
-        if f in CALL_FIELDS or (f == "handle" and entry["name"] == "get_begin"):
+        if f in arguments:
             continue
         if f == "freed" and f not in entry:  # optional in recordings
             continue

@@ -212,23 +212,19 @@ def replay_store(
                 elif name == "get_begin":
                     begun[reader] = action["handle"]
                     if action["outcome"] != "ok":  # refused at once: the whole get now
-                        begun.pop(reader)
-                        key, address, i = action["handle"]
-                        stores[reader].get(
-                            UNIT * address, i, signatures.get(action["handle"], [0] * 32), key
-                        )
+                        read = begun.pop(reader)
+                        stores[reader].get(*checked(stores[reader], read, signatures))
                 elif name == "get_end":
-                    key, address, i = begun.pop(reader)
-                    result = stores[reader].get(
-                        UNIT * address, i, signatures.get((key, address, i), [0] * 32), key
-                    )
+                    read = begun.pop(reader)
+                    result = stores[reader].get(*checked(stores[reader], read, signatures))
                     got["value"] = owners.get(result, "<foreign>")
                 elif name not in ("get_copy", "drop_delivery", "get_check"):
                     return steps, f"state {k}: {name} is not a storage action"
+            except Rejected:
+                outcome = "rejected"
             except (MemoryError, ValueError, KeyError) as exc:
-                outcome = type(exc).__name__
-                if name == "get_begin" or name == "get_end":
-                    outcome = "rejected" if "signature" in str(exc) else "stale"
+                # a read refused after its signature check passed is stale
+                outcome = "stale" if name in ("get_begin", "get_end") else type(exc).__name__
             steps += 1
             want = {"outcome": action["outcome"], **spec_state(states[k], n)}
             have = {"outcome": outcome, **store_state(writer)}
@@ -249,6 +245,23 @@ def replay_store(
             store.ring_buffer.close()
         ring.close()
     return steps, None
+
+
+class Rejected(Exception):
+    """The signature check of a read refused its handle."""
+
+
+def checked(store: Any, handle: Any, signatures: dict[Any, Any]) -> tuple[Any, ...]:
+    """The get arguments of a read, after its signature check as a step of
+    its own: a refusal there is `rejected`, by where it happened (the
+    messages of an implementation are its own business)."""
+    key, address, i = handle
+    signature = signatures.get(tuple(handle), [0] * 32)
+    try:
+        store.verify_signature(key, UNIT * address, i, signature)
+    except ValueError:
+        raise Rejected from None
+    return UNIT * address, i, signature, key
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from shmref import tlc
+from shmref import tlc, vocabulary
 from shmref.corpus import simulation_corpus
 from shmref.driver import Driver, Outcome
 from shmref.model import StoreModel
@@ -61,7 +61,12 @@ class StoreMachine(RuleBasedStateMachine):
         self.driver.close()
 
     def step(self, name: str, *args: Any) -> Outcome:
-        real: Outcome = getattr(self.driver, name)(*args)
+        """Action `name` (shmref.vocabulary) on the implementation and on the
+        model, which must agree on its outcome (and result, when the model
+        knows it)."""
+        method = vocabulary.action(name).driver
+        assert method is not None, f"{name} calls nothing"
+        real: Outcome = getattr(self.driver, method)(*args)
         expected = getattr(self.model, name)(*args)
         same = real.status == expected.status and (
             expected.result is None or real.result == expected.result
@@ -267,7 +272,8 @@ class TraceSeededMachine(StoreMachine):
             call = step_call(state.vars["last_action"], readers)
             if call is None:
                 continue
-            name, args, _kwargs = call  # MCStorage has no failing copies
+            _method, args, _kwargs = call  # MCStorage has no failing copies
+            name = state.vars["last_action"]["name"]
             if name == "get_begin":
                 reader, handle = args
                 self.model.inbox[reader][handle] -= 1  # the trace reads a delivery
