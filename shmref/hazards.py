@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from shmref import contract, tlc, vocabulary
+from shmref import contract, tables, tlc, vocabulary
 from shmref.driver import Driver, Outcome
 from shmref.manifest import model_files
 from shmref.paths import SPEC_DIR, cache_dir, cache_lock
@@ -134,10 +134,7 @@ class HazardReplay:
     rows: list[tuple[int, str, str, str, str]]  # step, action, spec, impl, note
 
     def table(self) -> str:
-        lines = [f"{'#':>3}  {'action':<46} {'spec':<17} {'impl':<17} note"]
-        for step, action, spec, impl, note in self.rows:
-            lines.append(f"{step:>3}  {action:<46} {spec:<17} {impl:<17} {note}".rstrip())
-        return "\n".join(lines)
+        return tables.text(("#", "action", "spec", "impl", "note"), self.rows)
 
 
 def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardReplay:

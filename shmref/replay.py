@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shmref import vocabulary
+from shmref import tables, vocabulary
 from shmref.driver import UNIT, Driver, Outcome
 from shmref.tlc import Trace, parse_value
 
@@ -72,19 +72,22 @@ class ReplayReport:
         return self.diverged_at is None
 
     def table(self) -> str:
-        lines = [
-            f"replay of {self.name}: "
-            + ("all steps match" if self.ok else f"diverged at state {self.diverged_at}"),
-            f"{'#':>3}  {'action':<44} {'spec':<12} {'impl':<12} result",
-        ]
-        for step in self.steps:
-            verdict = "ok" if not step.problems else "DIVERGED: " + "; ".join(step.problems)
-            lines.append(
-                f"{step.index:>3}  {step.action:<44} {step.expected:<12} {step.got:<12} {verdict}"
+        head = f"replay of {self.name}: " + (
+            "all steps match" if self.ok else f"diverged at state {self.diverged_at}"
+        )
+        rows = [
+            (
+                step.index,
+                step.action,
+                step.expected,
+                step.got,
+                "ok" if not step.problems else "DIVERGED: " + "; ".join(step.problems),
             )
-            if step.problems:
-                lines.append(step.drawing)
-        return "\n".join(lines)
+            for step in self.steps
+        ]
+        drawings = [f"the ring at state {s.index}:\n{s.drawing}" for s in self.steps if s.problems]
+        table = tables.text(("#", "action", "spec", "impl", "result"), rows)
+        return "\n".join([head, table, *drawings])
 
 
 def describe(action: Mapping[str, Any]) -> str:
