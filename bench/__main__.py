@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import replaybench, report, store, stress, tlcbench
+from bench import conformancebench, instructions, replaybench, report, store, stress, tlcbench
 from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
 from shmref import shmtrack
 
-SECTIONS = ("store", "tlc", "replay", "mutants")
+SECTIONS = ("store", "instructions", "tlc", "replay", "mutants", "conformance")
+# Minutes each (valgrind; four conformance runs): --quick runs them only when named.
+SLOW_SECTIONS = {"instructions", "conformance"}
 
 NOTES = [
     "refimpl and the seed share one serializer (`refimpl.serde.MsgpackSerde`: the seed "
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             report.update_readme(REPO / "README.md", text)
         return 0
     sections = set(args.only or SECTIONS)
+    if args.quick and not args.only:
+        sections -= SLOW_SECTIONS
     out = args.out / "results.json" if args.out.is_dir() else args.out
 
     started = time.monotonic()
@@ -95,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         }
     }
     notes = list(NOTES)
+    if sections & SLOW_SECTIONS != SLOW_SECTIONS and args.quick:
+        notes.append("--quick leaves out " + ", ".join(sorted(SLOW_SECTIONS - sections)) + ".")
     try:
         with cleanup_guard():
             if "store" in sections:
@@ -109,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.quick:
                     notes.append("--quick: the largest value is 64 KiB, not 1 MiB.")
                 results["store"] = store.run(config, seed)
+            if "instructions" in sections:
+                results["instructions"] = instructions.run(args.quick)
             stress.bench_section(results, notes, args.quick, sections)  # issue 19's load
             if "tlc" in sections:
                 results["tlc"] = tlcbench.run(args.quick)
@@ -123,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                 found = replaybench.run(config_r, sections)
                 if found:
                     results["replay"] = found
+            if "conformance" in sections:
+                results["conformance"] = conformancebench.run()
     except KeyboardInterrupt:
         progress("interrupted: segments and reader processes cleaned up")
         return 130

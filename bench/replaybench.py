@@ -152,7 +152,7 @@ def state_machine(stateful: ModuleType, config: ReplayConfig) -> dict[str, Any]:
     impl = load("refimpl")
     samples = []
     for rep in range(config.reps):
-        counter = type("Counter", (StepCount,), {"steps": 0})
+        counter: Any = type("Counter", (StepCount,), {"steps": 0})
         machine = _machine(stateful, impl, config.machine_examples, config.machine_steps, counter)
         start = time.perf_counter()
         machine.TestCase().runTest()
@@ -251,7 +251,7 @@ def mutants(
 
 
 def _machine_until_failure(stateful: ModuleType, mutant: ModuleType) -> dict[str, Any]:
-    counter = type("Counter", (StepCount,), {"steps": 0})
+    counter: Any = type("Counter", (StepCount,), {"steps": 0})
     machine = _machine(stateful, mutant, 1000, 50, counter)
     start = time.perf_counter()
     caught = False

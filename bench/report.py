@@ -23,6 +23,20 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _paired(row: dict[str, Any], other: str, digits: int = 2) -> str:
+    """The paired ratio and its quartiles (older results: the ratio of medians)."""
+    if f"paired_vs_{other}" not in row:
+        return f"{row[f'vs_{other}']:.{digits}f}"
+    low, high = row[f"paired_vs_{other}_quartiles"]
+    return f"**{row[f'paired_vs_{other}']:.{digits}f}** [{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def _faults(row: dict[str, Any] | None) -> str:
+    if row is None or "faults_per_op" not in row:
+        return "-"
+    return f"{row['faults_per_op']:.2g}"
+
+
 def store_tables(store: dict[str, Any]) -> list[str]:
     rows = store["throughput"]
     by = {(r["readers"], r["size"], r["contender"]): r for r in rows}
@@ -30,15 +44,18 @@ def store_tables(store: dict[str, Any]) -> list[str]:
         "### put+get: refimpl vs the seed vs a plain copy into shared memory",
         "",
         "One put (with its signed handle) and one get by every reader per object; "
-        "readers are separate processes. Median of interleaved repetitions; "
-        "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
-        "noise). CPU µs = CPU time of one put plus its gets in every reader (median), "
-        "which time-slicing on a busy machine does not inflate; its ratio is a rate "
-        "ratio too (seed's CPU per object over refimpl's).",
+        "readers are separate processes. Median of interleaved repetitions. "
+        "refimpl / seed = the median over repetitions of the ratio of their put+get/s "
+        "in the same repetition (they ran back to back), in brackets its quartiles: "
+        "the middle half of the repetitions lies between; above 1 = refimpl faster. "
+        "spread = fastest over slowest repetition (1 = no noise). CPU µs = CPU time of "
+        "one put plus its gets in every reader (median), which time-slicing on a busy "
+        "machine does not inflate; its ratio is a rate ratio too (seed's CPU per object "
+        "over refimpl's). faults = page faults per put+get (writer and readers).",
         "",
     ]
     copy_rows = store.get("copies", [])
-    value_copies = next((c for c in copy_rows if c["kind"] == "bytes"), {})
+    value_copies: dict[str, Any] = next((c for c in copy_rows if c["kind"] == "bytes"), {})
     body = []
     for n_readers, size in dict.fromkeys((r["readers"], r["size"]) for r in rows):
         ref, seed, plain = (by.get((n_readers, size, c)) for c in ("refimpl", "seed", "plain"))
@@ -50,15 +67,16 @@ def store_tables(store: dict[str, Any]) -> list[str]:
                 size,
                 _num(ref["ops_per_s"]),
                 _num(seed["ops_per_s"]) if seed else "-",
-                f"**{ref['vs_seed']:.2f}**" if seed else "-",
+                _paired(ref, "seed") if seed else "-",
                 f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
                 f"{ref['cpu_us']:.1f} / {seed['cpu_us']:.1f}" if seed else f"{ref['cpu_us']:.1f}",
                 f"**{ref['cpu_vs_seed']:.2f}**" if seed else "-",
+                "/".join(_faults(r) for r in (ref, seed, plain)),
                 f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
                 f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
                 _num(ref["mb_per_s"]),
                 _num(plain["mb_per_s"]) if plain else "-",
-                f"{ref['vs_plain']:.3f}" if plain else "-",
+                _paired(ref, "plain", 3) if plain else "-",
                 "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
             ]
         )
@@ -72,6 +90,7 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "spread refimpl / seed",
             "CPU µs refimpl / seed",
             "seed CPU / refimpl CPU",
+            "faults refimpl/seed/plain",
             "refimpl put / get µs",
             "seed put / get µs",
             "refimpl MB/s",
@@ -210,6 +229,58 @@ def replay_tables(replay: dict[str, Any]) -> list[str]:
     return out
 
 
+def instruction_tables(result: dict[str, Any]) -> list[str]:
+    from bench.instructions import table
+
+    out = [
+        "### Instructions per put+get (callgrind)",
+        "",
+        "Counted by valgrind's callgrind in one process (`bench/instructions.py`): "
+        "deterministic, so the load of a shared machine does not move it. valgrind "
+        "counts each byte that glibc's `rep movsb` copies as one instruction, so at "
+        "1 MiB the two copies (plain) are nearly everything. refimpl / seed below 1 "
+        "= refimpl does less work.",
+        "",
+    ]
+    return out + table(result)
+
+
+def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
+    out = [
+        "### The oracle's speed: a conformance run on refimpl",
+        "",
+        "Each run is `python -m shmref.conformance --impl refimpl` as a subprocess, on one "
+        "fresh temporary cache, in this order (`bench/conformancebench.py`). wall s includes "
+        "start-up; report s is the report's own `seconds`; CPU s = user + system time of "
+        "the run and the processes it waited for (TLC's JVM, spawned readers), which the "
+        "machine's other load does not inflate: on 2 idle cores the wall time is at least "
+        "CPU s / 2.",
+        "",
+    ]
+
+    def verdict(r: dict[str, Any]) -> str:
+        if r["target_s"] is None:
+            return "-"
+        mark = "within" if r["within_target"] else "**over**"
+        return f"{mark} {r['target_s']:.0f} s"
+
+    out += _table(
+        ["run", "wall s", "report s", "CPU s", "exit", "target"],
+        [
+            [
+                r["run"],
+                f"{r['wall_s']:.1f}",
+                "-" if r["report_s"] is None else f"{r['report_s']:.1f}",
+                f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-",
+                str(r["exit"]),
+                verdict(r),
+            ]
+            for r in rows
+        ],
+    )
+    return out
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = [
@@ -220,10 +291,14 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if "store" in results:
         lines += store_tables(results["store"]) + [""]
+    if "instructions" in results:
+        lines += instruction_tables(results["instructions"]) + [""]
     if "tlc" in results:
         lines += tlc_tables(results["tlc"]) + [""]
     if "replay" in results:
         lines += replay_tables(results["replay"]) + [""]
+    if "conformance" in results:
+        lines += conformance_tables(results["conformance"]) + [""]
     notes = results.get("notes", [])
     if notes:
         lines += ["### Notes", ""] + [f"- {n}" for n in notes] + [""]
