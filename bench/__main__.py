@@ -32,8 +32,10 @@ NOTES = [
     "cProfile's own overhead inflates Python-level steps; read the shares as where the "
     "interpreter spends its time, not as exact costs.",
     "At 1 MiB a put+get is two memcpys for refimpl, the seed and the plain copy alike "
-    "(copies table); their ratio there is decided by the machine's memory traffic and "
-    "other load: compare it with the spread of the samples.",
+    "(copies table), with no page fault in the steady state (faults column) and nearly "
+    "the same instructions (callgrind table): their wall-time ratio there is decided by "
+    "the machine's memory traffic and other load, which the quartiles of the paired "
+    "ratio show; CPU time and instructions are the load-independent comparison.",
 ]
 
 
@@ -46,6 +48,22 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' results as one: every section, notes without repeats,
+    the sections and seconds of all in `meta`."""
+    merged: dict[str, Any] = {}
+    for results in runs:
+        for key, value in results.items():
+            if key not in ("meta", "notes", "leaks"):
+                merged[key] = value
+    meta = dict(runs[0]["meta"])
+    meta["sections"] = sorted({s for r in runs for s in r["meta"]["sections"]})
+    meta["seconds"] = sum(r["meta"]["seconds"] for r in runs)
+    merged["meta"] = meta
+    merged["notes"] = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,13 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only",
         type=Path,
+        nargs="+",
         metavar="RESULTS_JSON",
         help="measure nothing: print (and with --update-readme, put in "
-        "README.md) the tables of an earlier run's results",
+        "README.md) the tables of earlier runs' results (several: their "
+        "sections merged, e.g. a run of --only conformance beside one of the rest)",
     )
     args = parser.parse_args(argv)
     if args.report_only is not None:
-        text = report.markdown(json.loads(args.report_only.read_text(encoding="utf-8")))
+        text = report.markdown(merge([json.loads(p.read_text("utf-8")) for p in args.report_only]))
         print(text)
         if args.update_readme:
             report.update_readme(REPO / "README.md", text)

@@ -17,12 +17,19 @@ own `seconds` (its JSON) is kept beside it: the difference is start-up
 run and every process it waited for: pytest's spawned readers, TLC's JVM)
 do not grow with the machine's other load as wall time does: on 2 idle
 cores a run needs at least CPU / 2 seconds of wall time.
+
+Where a run's time goes: pytest's own `--durations` (passed through
+`PYTEST_ADDOPTS`, which the in-process `pytest.main` reads) in the report
+folder's pytest.log, summed per test file and per test function; the rest
+of the report's seconds is TLC, the hazard replays, trace validation and
+the seed baseline.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -35,6 +42,8 @@ from typing import Any
 from bench.common import REPO, progress
 
 IMPL = "refimpl"
+SLOWEST = 8  # test functions listed per run
+_DURATION = re.compile(r"^\s*([\d.]+)s\s+(?:setup|call|teardown)\s+(\S+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,12 @@ def command(quick: bool, out: Path) -> list[str]:
 
 
 def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
-    env = dict(os.environ, SHMREF_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
+    env = dict(
+        os.environ,
+        SHMREF_CACHE_DIR=str(cache),
+        PYTHONPATH=str(REPO),
+        PYTEST_ADDOPTS="--durations=0",
+    )
     argv = command(run.quick, out)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -81,9 +95,30 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
         "target_s": run.target_s,
         "within_target": None if run.target_s is None else wall <= run.target_s,
     }
+    log = out / "pytest.log"
+    if log.is_file():
+        row.update(where_time_goes(log.read_text(encoding="utf-8", errors="replace")))
     if done.returncode not in (0, 1):  # 1: a property failed, still a timed run
         row["error"] = (done.stderr or done.stdout).strip()[-400:]
     return row
+
+
+def where_time_goes(log: str) -> dict[str, Any]:
+    """pytest seconds in all, per test file and the slowest test functions
+    (parameters merged), from the `--durations` lines of a pytest log."""
+    files: dict[str, float] = {}
+    functions: dict[str, float] = {}
+    for seconds, node in _DURATION.findall(log):
+        path, _, name = node.partition("::")
+        function = path.rsplit("/", 1)[-1] + "::" + name.split("[", 1)[0]
+        files[path.rsplit("/", 1)[-1]] = files.get(path.rsplit("/", 1)[-1], 0.0) + float(seconds)
+        functions[function] = functions.get(function, 0.0) + float(seconds)
+    slowest = sorted(functions.items(), key=lambda item: -item[1])[:SLOWEST]
+    return {
+        "pytest_s": sum(files.values()),
+        "pytest_files_s": dict(sorted(files.items(), key=lambda item: -item[1])),
+        "slowest_tests_s": dict(slowest),
+    }
 
 
 def run() -> list[dict[str, Any]]:

@@ -107,7 +107,9 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "",
             "Counted by `bench/copies.py` (tracemalloc, one 1 MiB put and get): value-sized "
             "peak allocations in put and get, plus the one write into the segment. "
-            "The physical limit is 2: one copy in, one out.",
+            "The physical limit is 2 for bytes (one copy in, one out) and 3 for a value "
+            "msgpack packs (packed, copied in, unpacked: msgpack cannot pack into the "
+            "segment). refimpl and the seed share the serde, so its copies are both's.",
             "",
         ]
         out += _table(
@@ -278,6 +280,18 @@ def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
             for r in rows
         ],
     )
+    for r in rows:
+        if "pytest_s" not in r or "cached" not in r["run"]:
+            continue
+        files = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["pytest_files_s"].items())
+        slowest = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["slowest_tests_s"].items())
+        other = "" if r["report_s"] is None else f" of the report's {r['report_s']:.0f} s"
+        out += [
+            "",
+            f'Where the time of "{r["run"]}" goes (pytest `--durations`): the suite\'s tests '
+            f"take {r['pytest_s']:.0f} s{other} (TLC, the hazard replays and trace "
+            f"validation run beside or after them). Per file: {files}. Slowest tests: {slowest}.",
+        ]
     return out
 
 

@@ -455,7 +455,7 @@ def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int,
     ):
         return "signatures"
     method = next((name for f, lo, hi, name in ranges if f == file and lo <= line <= hi), None)
-    if method in _SIGNATURE_METHODS:
+    if method in _SIGNATURE_METHODS or func == "signature_bytes":
         return "signatures"
     if method == "serialize":
         return "serialize"
