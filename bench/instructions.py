@@ -15,7 +15,10 @@ segment slice and copied out with `bytes(view)`.
 valgrind runs `rep movsb` (glibc's memcpy for large sizes) one byte per
 step and counts each as an instruction, so at 1 MiB the copies outweigh
 everything else: compare refimpl and the seed with plain, which is nothing
-but the two copies.
+but the two copies. With `--cache-sim=yes` callgrind also simulates the
+first-level data cache: its misses (reads and writes) per put+get say
+whether one contender moves more memory than another, which instruction
+counts alone do not.
 
     python -m bench.instructions            # table on stdout
 """
@@ -111,14 +114,17 @@ def child(sizes: dict[str, int]) -> None:
     print(json.dumps(order))
 
 
-_TOTALS = re.compile(r"^(?:totals|summary):\s*(\d+)", re.MULTILINE)
+_EVENTS = re.compile(r"^events:\s*(.+)$", re.MULTILINE)
+_TOTALS = re.compile(r"^(?:totals|summary):\s*([\d ]+)$", re.MULTILINE)
 
 
-def _part_total(path: Path) -> int:
-    found = _TOTALS.findall(path.read_text(encoding="utf-8", errors="replace"))
-    if not found:
+def _part_totals(path: Path) -> dict[str, int]:
+    """The event totals of one callgrind part: {"Ir": ..., "D1mr": ...}."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    events, totals = _EVENTS.search(text), _TOTALS.findall(text)
+    if events is None or not totals:
         raise RuntimeError(f"no instruction total in {path}")
-    return int(found[-1])
+    return dict(zip(events.group(1).split(), map(int, totals[-1].split()), strict=False))
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -133,6 +139,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             valgrind,
             "--tool=callgrind",
             "--collect-atstart=no",
+            "--cache-sim=yes",
             f"--toggle-collect={TOGGLE}",
             f"--dump-after={TOGGLE}",
             f"--callgrind-out-file={out}",
@@ -152,7 +159,11 @@ def run(quick: bool = False) -> dict[str, Any]:
             return {"skipped": f"callgrind wrote {len(parts)} parts for {len(order)} runs"}
         rows = []
         for entry, part in zip(order, parts[-len(order) :], strict=True):
-            entry["instructions_per_op"] = _part_total(part) / entry["ops"]
+            totals = _part_totals(part)
+            entry["instructions_per_op"] = totals["Ir"] / entry["ops"]
+            if "D1mr" in totals:
+                misses = totals["D1mr"] + totals.get("D1mw", 0)
+                entry["d1_misses_per_op"] = misses / entry["ops"]
             rows.append(entry)
     by = {(r["size"], r["contender"]): r["instructions_per_op"] for r in rows}
     for row in rows:
@@ -169,8 +180,8 @@ def table(result: dict[str, Any]) -> list[str]:
     by = {(r["size"], r["contender"]): r for r in result["rows"]}
     lines = [
         "| value | refimpl instr./op | seed instr./op | plain instr./op "
-        "| refimpl / seed | refimpl / plain |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| refimpl / seed | refimpl / plain | L1d misses/op refimpl / seed / plain |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for size in dict.fromkeys(r["size"] for r in result["rows"]):
         ref, seed, plain = (by.get((size, c)) for c in CONTENDERS)
@@ -185,6 +196,11 @@ def table(result: dict[str, Any]) -> list[str]:
             + (f"**{ref['vs_seed']:.3f}**" if "vs_seed" in ref else "-")
             + " | "
             + (f"{ref['vs_plain']:.2f}" if "vs_plain" in ref else "-")
+            + " | "
+            + " / ".join(
+                f"{r['d1_misses_per_op']:,.0f}" if r and "d1_misses_per_op" in r else "-"
+                for r in (ref, seed, plain)
+            )
             + " |"
         )
     return lines

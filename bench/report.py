@@ -241,7 +241,8 @@ def instruction_tables(result: dict[str, Any]) -> list[str]:
         "deterministic, so the load of a shared machine does not move it. valgrind "
         "counts each byte that glibc's `rep movsb` copies as one instruction, so at "
         "1 MiB the two copies (plain) are nearly everything. refimpl / seed below 1 "
-        "= refimpl does less work.",
+        "= refimpl does less work. L1d misses = the simulated first-level data cache's "
+        "read and write misses (`--cache-sim=yes`): the memory each moves.",
         "",
     ]
     return out + table(result)

@@ -130,15 +130,15 @@ def test_paired_ratio_follows_each_repetition() -> None:
 
 
 def test_callgrind_part_without_total_is_refused(tmp_path: Path) -> None:
-    from bench.instructions import _part_total
+    from bench.instructions import _part_totals
 
     good = tmp_path / "cg.out.1"
-    good.write_text("events: Ir\nfn=(1) f\n0 5\ntotals: 1234\n")
-    assert _part_total(good) == 1234
+    good.write_text("events: Ir D1mr\nfn=(1) f\n0 5 1\ntotals: 1234 56\n")
+    assert _part_totals(good) == {"Ir": 1234, "D1mr": 56}
     broken = tmp_path / "cg.out.2"
     broken.write_text("events: Ir\nfn=(1) f\n0 5\n")
     with pytest.raises(RuntimeError, match="no instruction total"):
-        _part_total(broken)
+        _part_totals(broken)
 
 
 def test_conformance_table_flags_a_run_over_its_target() -> None:
