@@ -301,7 +301,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Measured by `python -m bench{' --quick' if meta['quick'] else ''}` "
         f"on {meta['cpus']} cores, Python {meta['python']}, {meta['date']} "
-        f"({meta['seconds']:.0f} s in all).",
+        f"({meta['seconds']:.0f} s in all; sections: {', '.join(meta.get('sections', []))}).",
         "",
     ]
     if "store" in results:
