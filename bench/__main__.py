@@ -61,6 +61,8 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     meta = dict(runs[0]["meta"])
     meta["sections"] = sorted({s for r in runs for s in r["meta"]["sections"]})
     meta["seconds"] = sum(r["meta"]["seconds"] for r in runs)
+    if "load_average_at_end" in runs[-1]["meta"]:
+        meta["load_average_at_end"] = runs[-1]["meta"]["load_average_at_end"]
     merged["meta"] = meta
     merged["notes"] = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
     return merged
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "date": datetime.date.today().isoformat(),
             "sections": sorted(sections),
+            "load_average_at_start": os.getloadavg()[0],
         }
     }
     notes = list(NOTES)
@@ -163,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: LEAKED segments {leaked}, processes {children}", file=sys.stderr)
 
     results["meta"]["seconds"] = time.monotonic() - started
+    results["meta"]["load_average_at_end"] = os.getloadavg()[0]
     results["notes"] = notes
     results["leaks"] = {
         "segments": leaked,

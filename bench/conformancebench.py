@@ -98,6 +98,11 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
     log = out / "pytest.log"
     if log.is_file():
         row.update(where_time_goes(log.read_text(encoding="utf-8", errors="replace")))
+    seed_log = out / "seed-baseline" / "pytest.log"  # the baseline's copy (built or cached)
+    if seed_log.is_file() and not run.label.endswith("cached"):
+        row["seed_baseline"] = where_time_goes(
+            seed_log.read_text(encoding="utf-8", errors="replace")
+        )
     if done.returncode not in (0, 1):  # 1: a property failed, still a timed run
         row["error"] = (done.stderr or done.stdout).strip()[-400:]
     return row

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,14 @@ def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
         ],
     )
     for r in rows:
+        if "seed_baseline" in r:
+            b = r["seed_baseline"]
+            slowest = ", ".join(f"`{k}` {v:.0f} s" for k, v in b["slowest_tests_s"].items())
+            out += [
+                "",
+                f'In "{r["run"]}" the seed baseline (the seed\'s own run, then cached) spends '
+                f"{b['pytest_s']:.0f} s in pytest; its slowest tests: {slowest}.",
+            ]
         if "pytest_s" not in r or "cached" not in r["run"]:
             continue
         files = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["pytest_files_s"].items())
@@ -298,10 +307,16 @@ def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
+    load = ""
+    if "load_average_at_start" in meta:
+        load = (
+            f"; load average (1 min) {meta['load_average_at_start']:.1f} at the start, "
+            f"{meta.get('load_average_at_end', math.nan):.1f} at the end"
+        )
     lines = [
         f"Measured by `python -m bench{' --quick' if meta['quick'] else ''}` "
         f"on {meta['cpus']} cores, Python {meta['python']}, {meta['date']} "
-        f"({meta['seconds']:.0f} s in all; sections: {', '.join(meta.get('sections', []))}).",
+        f"({meta['seconds']:.0f} s in all; sections: {', '.join(meta.get('sections', []))}{load}).",
         "",
     ]
     if "store" in results:
