@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import conformancebench, instructions, replaybench, report, store, stress, tlcbench
+from bench import conformancebench, cpu, instructions, replaybench, report, store, stress, tlcbench
 from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
 from shmref import shmtrack
 
-SECTIONS = ("store", "instructions", "tlc", "replay", "mutants", "conformance")
+SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance")
 # Minutes each (valgrind; four conformance runs): --quick runs them only when named.
 SLOW_SECTIONS = {"instructions", "conformance"}
 
@@ -126,18 +126,21 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("--quick leaves out " + ", ".join(sorted(SLOW_SECTIONS - sections)) + ".")
     try:
         with cleanup_guard():
-            if "store" in sections:
-                seed = None
+            seed = None
+            if {"store", "cpu"} & sections:
                 try:
                     from shmref.seedbuild import SeedError, build_seed_module
 
                     seed = build_seed_module()
                 except SeedError as exc:
                     notes.append(f"seed not measured: {exc}")
+            if "store" in sections:
                 config = store.QUICK if args.quick else store.FULL
                 if args.quick:
                     notes.append("--quick: the largest value is 64 KiB, not 1 MiB.")
                 results["store"] = store.run(config, seed)
+            if "cpu" in sections:
+                results["cpu"] = cpu.run(args.quick, seed)
             if "instructions" in sections:
                 results["instructions"] = instructions.run(args.quick)
             stress.bench_section(results, notes, args.quick, sections)  # issue 19's load

@@ -52,7 +52,7 @@ def ops_for(size: int) -> int:
     return max(10, min(200, (8 << 20) // size))
 
 
-def _storage_step(impl: Any, size: int) -> tuple[Callable[[int, int], int], Callable[[], None]]:
+def storage_step(impl: Any, size: int) -> tuple[Callable[[int, int], int], Callable[[], None]]:
     lock = mp.get_context("spawn").Lock()
     chunk = size + 64
     ring = impl.SingleWriterShmRingBuffer((BATCH + 2) * chunk, create=True)
@@ -73,7 +73,7 @@ def _storage_step(impl: Any, size: int) -> tuple[Callable[[int, int], int], Call
     return step, close
 
 
-def _plain_step(size: int) -> tuple[Callable[[int, int], int], Callable[[], None]]:
+def plain_step(size: int) -> tuple[Callable[[int, int], int], Callable[[], None]]:
     memory = shared_memory.SharedMemory(create=True, size=BATCH * size)
     buf = segment_buf(memory)
     value = bytes(range(256)) * (size // 256) + bytes(size % 256)
@@ -100,7 +100,7 @@ def child(sizes: dict[str, int]) -> None:
     for label, size in sizes.items():
         n = ops_for(size)
         for name in CONTENDERS:
-            step, close = _plain_step(size) if name == "plain" else _storage_step(impls[name], size)
+            step, close = plain_step(size) if name == "plain" else storage_step(impls[name], size)
             try:
                 total = 0
                 for i in range(2 * BATCH + 2):  # warm-up, not counted (no reduce here)

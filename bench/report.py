@@ -232,6 +232,22 @@ def replay_tables(replay: dict[str, Any]) -> list[str]:
     return out
 
 
+def cpu_tables(rows: list[dict[str, Any]]) -> list[str]:
+    from bench.cpu import table
+
+    out = [
+        "### CPU per put+get in one process (refimpl and the seed taking turns)",
+        "",
+        "The put+get of the callgrind table, timed by CPU time (`bench/cpu.py`): no pipes "
+        "or reader processes, and no time slice lost to other processes. Per repetition "
+        "every contender runs a batch back to back; seed CPU / refimpl CPU is the median "
+        "over repetitions of their ratio in the same repetition, in brackets its "
+        "quartiles (above 1 = refimpl needs less CPU).",
+        "",
+    ]
+    return out + table(rows)
+
+
 def instruction_tables(result: dict[str, Any]) -> list[str]:
     from bench.instructions import table
 
@@ -321,6 +337,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if "store" in results:
         lines += store_tables(results["store"]) + [""]
+    if results.get("cpu"):
+        lines += cpu_tables(results["cpu"]) + [""]
     if "instructions" in results:
         lines += instruction_tables(results["instructions"]) + [""]
     if "tlc" in results:

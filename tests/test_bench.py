@@ -72,6 +72,8 @@ def test_every_section_is_there(results: dict[str, Any]) -> None:
     assert store["profile"] and all(
         abs(sum(p["shares"].values()) - 1) < 1e-6 for p in store["profile"]
     )
+    assert [r["size"] for r in results["cpu"]] == ["64 B", "64 KiB"]
+    assert all(set(r["cpu_us"]) == {"refimpl", "seed", "plain"} for r in results["cpu"])
     assert results["tlc"]["trivial"]["distinct_states"] > 0
     assert [m["model"] for m in results["tlc"]["models"]] == ["MCRing"]
     replay = results["replay"]
