@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import replaybench, report, store, stress, tlcbench
+from bench import conformancebench, cpu, instructions, replaybench, report, store, stress, tlcbench
 from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
 from shmref import shmtrack
 
-SECTIONS = ("store", "tlc", "replay", "mutants")
+SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance")
+# Minutes each (valgrind; four conformance runs): --quick runs them only when named.
+SLOW_SECTIONS = {"instructions", "conformance"}
 
 NOTES = [
     "refimpl and the seed share one serializer (`refimpl.serde.MsgpackSerde`: the seed "
@@ -30,8 +32,10 @@ NOTES = [
     "cProfile's own overhead inflates Python-level steps; read the shares as where the "
     "interpreter spends its time, not as exact costs.",
     "At 1 MiB a put+get is two memcpys for refimpl, the seed and the plain copy alike "
-    "(copies table); their ratio there is decided by the machine's memory traffic and "
-    "other load: compare it with the spread of the samples.",
+    "(copies table), with no page fault in the steady state (faults column) and nearly "
+    "the same instructions (callgrind table): their wall-time ratio there is decided by "
+    "the machine's memory traffic and other load, which the quartiles of the paired "
+    "ratio show; CPU time and instructions are the load-independent comparison.",
 ]
 
 
@@ -44,6 +48,24 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' results as one: every section, notes without repeats,
+    the sections and seconds of all in `meta`."""
+    merged: dict[str, Any] = {}
+    for results in runs:
+        for key, value in results.items():
+            if key not in ("meta", "notes", "leaks"):
+                merged[key] = value
+    meta = dict(runs[0]["meta"])
+    meta["sections"] = sorted({s for r in runs for s in r["meta"]["sections"]})
+    meta["seconds"] = sum(r["meta"]["seconds"] for r in runs)
+    if "load_average_at_end" in runs[-1]["meta"]:
+        meta["load_average_at_end"] = runs[-1]["meta"]["load_average_at_end"]
+    merged["meta"] = meta
+    merged["notes"] = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,18 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only",
         type=Path,
+        nargs="+",
         metavar="RESULTS_JSON",
         help="measure nothing: print (and with --update-readme, put in "
-        "README.md) the tables of an earlier run's results",
+        "README.md) the tables of earlier runs' results (several: their "
+        "sections merged, e.g. a run of --only conformance beside one of the rest)",
     )
     args = parser.parse_args(argv)
     if args.report_only is not None:
-        text = report.markdown(json.loads(args.report_only.read_text(encoding="utf-8")))
+        text = report.markdown(merge([json.loads(p.read_text("utf-8")) for p in args.report_only]))
         print(text)
         if args.update_readme:
             report.update_readme(REPO / "README.md", text)
         return 0
     sections = set(args.only or SECTIONS)
+    if args.quick and not args.only:
+        sections -= SLOW_SECTIONS
     out = args.out / "results.json" if args.out.is_dir() else args.out
 
     started = time.monotonic()
@@ -92,23 +118,31 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "date": datetime.date.today().isoformat(),
             "sections": sorted(sections),
+            "load_average_at_start": os.getloadavg()[0],
         }
     }
     notes = list(NOTES)
+    if sections & SLOW_SECTIONS != SLOW_SECTIONS and args.quick:
+        notes.append("--quick leaves out " + ", ".join(sorted(SLOW_SECTIONS - sections)) + ".")
     try:
         with cleanup_guard():
-            if "store" in sections:
-                seed = None
+            seed = None
+            if {"store", "cpu"} & sections:
                 try:
                     from shmref.seedbuild import SeedError, build_seed_module
 
                     seed = build_seed_module()
                 except SeedError as exc:
                     notes.append(f"seed not measured: {exc}")
+            if "store" in sections:
                 config = store.QUICK if args.quick else store.FULL
                 if args.quick:
                     notes.append("--quick: the largest value is 64 KiB, not 1 MiB.")
                 results["store"] = store.run(config, seed)
+            if "cpu" in sections:
+                results["cpu"] = cpu.run(args.quick, seed)
+            if "instructions" in sections:
+                results["instructions"] = instructions.run(args.quick)
             stress.bench_section(results, notes, args.quick, sections)  # issue 19's load
             if "tlc" in sections:
                 results["tlc"] = tlcbench.run(args.quick)
@@ -123,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 found = replaybench.run(config_r, sections)
                 if found:
                     results["replay"] = found
+            if "conformance" in sections:
+                results["conformance"] = conformancebench.run()
     except KeyboardInterrupt:
         progress("interrupted: segments and reader processes cleaned up")
         return 130
@@ -133,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: LEAKED segments {leaked}, processes {children}", file=sys.stderr)
 
     results["meta"]["seconds"] = time.monotonic() - started
+    results["meta"]["load_average_at_end"] = os.getloadavg()[0]
     results["notes"] = notes
     results["leaks"] = {
         "segments": leaked,

@@ -9,16 +9,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from shmref import shmtrack
 from shmref.impl import load_impl
+from shmref.paths import SPEC_DIR as SPEC_DIR  # the spec as shmref finds it
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_DIR = Path(__file__).resolve().parent
-SPEC_DIR = REPO / "spec"
 
 _START = time.monotonic()
 
@@ -60,3 +61,11 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
 
 
 load = load_impl
+
+
+def segment_buf(memory: SharedMemory) -> memoryview:
+    """The segment's bytes (CPython sets `buf` to None once closed)."""
+    buf = memory.buf
+    if buf is None:
+        raise ValueError(f"shared memory {memory.name!r} is closed")
+    return buf

@@ -25,7 +25,7 @@ from multiprocessing import shared_memory
 from types import ModuleType
 from typing import Any
 
-from bench.common import load
+from bench.common import load, segment_buf
 
 SIZE = 1 << 20
 KINDS = {"bytes": bytes(SIZE), "str (msgpack)": "x" * SIZE}
@@ -69,14 +69,14 @@ def store_copies(impl: ModuleType, value: Any) -> int:
 
 
 def _write(memory: shared_memory.SharedMemory, value: bytes) -> None:
-    memory.buf[: len(value)] = value
+    segment_buf(memory)[: len(value)] = value
 
 
 def plain_copies(value: bytes) -> int:
     memory = shared_memory.SharedMemory(create=True, size=SIZE)
     try:
         put_peak, _ = peak_allocation(lambda: _write(memory, value))
-        get_peak, got = peak_allocation(lambda: bytes(memory.buf[:SIZE]))
+        get_peak, got = peak_allocation(lambda: bytes(segment_buf(memory)[:SIZE]))
     finally:
         memory.unlink()
         memory.close()

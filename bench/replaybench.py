@@ -3,7 +3,7 @@ and how soon they catch each injected bug.
 
 - corpus: every trace of the MCStorage simulation corpus replayed on refimpl
   (traces/s, steps/s; median of repetitions).
-- state machine: the Hypothesis `StoreMachine` of tests/test_stateful.py on
+- state machine: the Hypothesis `StoreMachine` of shmref.testing.machine on
   refimpl; a step is one action on the implementation (and the model).
 - edge coverage: the allocator model's whole state graph (TLC -dump dot),
   `covering_paths`, and the paths replayed; distinct edges covered per
@@ -15,7 +15,7 @@ and how soon they catch each injected bug.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,7 +25,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 
-from bench.common import BENCH_DIR, REPO, SPEC_DIR, load, median, progress
+from bench.common import BENCH_DIR, SPEC_DIR, load, median, progress
 from shmref import tlc
 from shmref.corpus import simulation_corpus
 from shmref.mutants import MUTATIONS, build_mutant
@@ -111,15 +111,9 @@ def replay_corpus(traces: list[tlc.Trace], reps: int) -> dict[str, Any]:
 
 
 def _stateful_module() -> ModuleType:
-    """tests/test_stateful.py, imported by path (tests/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "shmref_bench_stateful", REPO / "tests" / "test_stateful.py"
-    )
-    if spec is None or spec.loader is None:
-        raise RuntimeError("cannot load tests/test_stateful.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The state machine's module (shmref.testing.machine: `machine_for`),
+    the one shmref/suite/test_stateful.py runs."""
+    return importlib.import_module("shmref.testing.machine")
 
 
 class StepCount:
@@ -152,7 +146,7 @@ def state_machine(stateful: ModuleType, config: ReplayConfig) -> dict[str, Any]:
     impl = load("refimpl")
     samples = []
     for rep in range(config.reps):
-        counter = type("Counter", (StepCount,), {"steps": 0})
+        counter: Any = type("Counter", (StepCount,), {"steps": 0})
         machine = _machine(stateful, impl, config.machine_examples, config.machine_steps, counter)
         start = time.perf_counter()
         machine.TestCase().runTest()
@@ -251,7 +245,7 @@ def mutants(
 
 
 def _machine_until_failure(stateful: ModuleType, mutant: ModuleType) -> dict[str, Any]:
-    counter = type("Counter", (StepCount,), {"steps": 0})
+    counter: Any = type("Counter", (StepCount,), {"steps": 0})
     machine = _machine(stateful, mutant, 1000, 50, counter)
     start = time.perf_counter()
     caught = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,20 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _paired(row: dict[str, Any], other: str, digits: int = 2) -> str:
+    """The paired ratio and its quartiles (older results: the ratio of medians)."""
+    if f"paired_vs_{other}" not in row:
+        return f"{row[f'vs_{other}']:.{digits}f}"
+    low, high = row[f"paired_vs_{other}_quartiles"]
+    return f"**{row[f'paired_vs_{other}']:.{digits}f}** [{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def _faults(row: dict[str, Any] | None) -> str:
+    if row is None or "faults_per_op" not in row:
+        return "-"
+    return f"{row['faults_per_op']:.2g}"
+
+
 def store_tables(store: dict[str, Any]) -> list[str]:
     rows = store["throughput"]
     by = {(r["readers"], r["size"], r["contender"]): r for r in rows}
@@ -30,15 +45,18 @@ def store_tables(store: dict[str, Any]) -> list[str]:
         "### put+get: refimpl vs the seed vs a plain copy into shared memory",
         "",
         "One put (with its signed handle) and one get by every reader per object; "
-        "readers are separate processes. Median of interleaved repetitions; "
-        "ratios are of put+get/s; spread = fastest over slowest repetition (1 = no "
-        "noise). CPU µs = CPU time of one put plus its gets in every reader (median), "
-        "which time-slicing on a busy machine does not inflate; its ratio is a rate "
-        "ratio too (seed's CPU per object over refimpl's).",
+        "readers are separate processes. Median of interleaved repetitions. "
+        "refimpl / seed = the median over repetitions of the ratio of their put+get/s "
+        "in the same repetition (they ran back to back), in brackets its quartiles: "
+        "the middle half of the repetitions lies between; above 1 = refimpl faster. "
+        "spread = fastest over slowest repetition (1 = no noise). CPU µs = CPU time of "
+        "one put plus its gets in every reader (median), which time-slicing on a busy "
+        "machine does not inflate; its ratio is a rate ratio too (seed's CPU per object "
+        "over refimpl's). faults = page faults per put+get (writer and readers).",
         "",
     ]
     copy_rows = store.get("copies", [])
-    value_copies = next((c for c in copy_rows if c["kind"] == "bytes"), {})
+    value_copies: dict[str, Any] = next((c for c in copy_rows if c["kind"] == "bytes"), {})
     body = []
     for n_readers, size in dict.fromkeys((r["readers"], r["size"]) for r in rows):
         ref, seed, plain = (by.get((n_readers, size, c)) for c in ("refimpl", "seed", "plain"))
@@ -50,15 +68,16 @@ def store_tables(store: dict[str, Any]) -> list[str]:
                 size,
                 _num(ref["ops_per_s"]),
                 _num(seed["ops_per_s"]) if seed else "-",
-                f"**{ref['vs_seed']:.2f}**" if seed else "-",
+                _paired(ref, "seed") if seed else "-",
                 f"{ref['spread']:.2f} / {seed['spread']:.2f}" if seed else f"{ref['spread']:.2f}",
                 f"{ref['cpu_us']:.1f} / {seed['cpu_us']:.1f}" if seed else f"{ref['cpu_us']:.1f}",
                 f"**{ref['cpu_vs_seed']:.2f}**" if seed else "-",
+                "/".join(_faults(r) for r in (ref, seed, plain)),
                 f"{ref['put_us']:.1f} / {ref['get_us']:.1f}",
                 f"{seed['put_us']:.1f} / {seed['get_us']:.1f}" if seed else "-",
                 _num(ref["mb_per_s"]),
                 _num(plain["mb_per_s"]) if plain else "-",
-                f"{ref['vs_plain']:.3f}" if plain else "-",
+                _paired(ref, "plain", 3) if plain else "-",
                 "/".join(str(value_copies.get(c, "-")) for c in ("refimpl", "seed", "plain")),
             ]
         )
@@ -72,6 +91,7 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "spread refimpl / seed",
             "CPU µs refimpl / seed",
             "seed CPU / refimpl CPU",
+            "faults refimpl/seed/plain",
             "refimpl put / get µs",
             "seed put / get µs",
             "refimpl MB/s",
@@ -88,7 +108,9 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "",
             "Counted by `bench/copies.py` (tracemalloc, one 1 MiB put and get): value-sized "
             "peak allocations in put and get, plus the one write into the segment. "
-            "The physical limit is 2: one copy in, one out.",
+            "The physical limit is 2 for bytes (one copy in, one out) and 3 for a value "
+            "msgpack packs (packed, copied in, unpacked: msgpack cannot pack into the "
+            "segment). refimpl and the seed share the serde, so its copies are both's.",
             "",
         ]
         out += _table(
@@ -210,20 +232,121 @@ def replay_tables(replay: dict[str, Any]) -> list[str]:
     return out
 
 
+def cpu_tables(rows: list[dict[str, Any]]) -> list[str]:
+    from bench.cpu import table
+
+    out = [
+        "### CPU per put+get in one process (refimpl and the seed taking turns)",
+        "",
+        "The put+get of the callgrind table, timed by CPU time (`bench/cpu.py`): no pipes "
+        "or reader processes, and no time slice lost to other processes. Per repetition "
+        "every contender runs a batch back to back; seed CPU / refimpl CPU is the median "
+        "over repetitions of their ratio in the same repetition, in brackets its "
+        "quartiles (above 1 = refimpl needs less CPU).",
+        "",
+    ]
+    return out + table(rows)
+
+
+def instruction_tables(result: dict[str, Any]) -> list[str]:
+    from bench.instructions import table
+
+    out = [
+        "### Instructions per put+get (callgrind)",
+        "",
+        "Counted by valgrind's callgrind in one process (`bench/instructions.py`): "
+        "deterministic, so the load of a shared machine does not move it. valgrind "
+        "counts each byte that glibc's `rep movsb` copies as one instruction, so at "
+        "1 MiB the two copies (plain) are nearly everything. refimpl / seed below 1 "
+        "= refimpl does less work. L1d misses = the simulated first-level data cache's "
+        "read and write misses (`--cache-sim=yes`): the memory each moves.",
+        "",
+    ]
+    return out + table(result)
+
+
+def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
+    out = [
+        "### The oracle's speed: a conformance run on refimpl",
+        "",
+        "Each run is `python -m shmref.conformance --impl refimpl` as a subprocess, on one "
+        "fresh temporary cache, in this order (`bench/conformancebench.py`). wall s includes "
+        "start-up; report s is the report's own `seconds`; CPU s = user + system time of "
+        "the run and the processes it waited for (TLC's JVM, spawned readers), which the "
+        "machine's other load does not inflate: on 2 idle cores the wall time is at least "
+        "CPU s / 2.",
+        "",
+    ]
+
+    def verdict(r: dict[str, Any]) -> str:
+        if r["target_s"] is None:
+            return "-"
+        mark = "within" if r["within_target"] else "**over**"
+        return f"{mark} {r['target_s']:.0f} s"
+
+    out += _table(
+        ["run", "wall s", "report s", "CPU s", "exit", "target"],
+        [
+            [
+                r["run"],
+                f"{r['wall_s']:.1f}",
+                "-" if r["report_s"] is None else f"{r['report_s']:.1f}",
+                f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-",
+                str(r["exit"]),
+                verdict(r),
+            ]
+            for r in rows
+        ],
+    )
+    for r in rows:
+        if "seed_baseline" in r:
+            b = r["seed_baseline"]
+            slowest = ", ".join(f"`{k}` {v:.0f} s" for k, v in b["slowest_tests_s"].items())
+            out += [
+                "",
+                f'In "{r["run"]}" the seed baseline (the seed\'s own run, then cached) spends '
+                f"{b['pytest_s']:.0f} s in pytest; its slowest tests: {slowest}.",
+            ]
+        if "pytest_s" not in r or "cached" not in r["run"]:
+            continue
+        files = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["pytest_files_s"].items())
+        slowest = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["slowest_tests_s"].items())
+        other = "" if r["report_s"] is None else f" of the report's {r['report_s']:.0f} s"
+        out += [
+            "",
+            f'Where the time of "{r["run"]}" goes (pytest `--durations`): the suite\'s tests '
+            f"take {r['pytest_s']:.0f} s{other} (TLC, the hazard replays and trace "
+            f"validation run beside or after them). Per file: {files}. Slowest tests: {slowest}.",
+        ]
+    return out
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
+    load = ""
+    if "load_average_at_start" in meta:
+        load = (
+            f"; load average (1 min) {meta['load_average_at_start']:.1f} at the start, "
+            f"{meta.get('load_average_at_end', math.nan):.1f} at the end"
+        )
     lines = [
         f"Measured by `python -m bench{' --quick' if meta['quick'] else ''}` "
         f"on {meta['cpus']} cores, Python {meta['python']}, {meta['date']} "
-        f"({meta['seconds']:.0f} s in all).",
+        f"({meta['seconds']:.0f} s in all; sections: {', '.join(meta.get('sections', []))}{load}).",
         "",
     ]
     if "store" in results:
         lines += store_tables(results["store"]) + [""]
+    if results.get("cpu"):
+        lines += cpu_tables(results["cpu"]) + [""]
+    if "instructions" in results:
+        lines += instruction_tables(results["instructions"]) + [""]
     if "tlc" in results:
         lines += tlc_tables(results["tlc"]) + [""]
     if "replay" in results:
         lines += replay_tables(results["replay"]) + [""]
+    if "conformance" in results:
+        lines += conformance_tables(results["conformance"]) + [""]
     notes = results.get("notes", [])
     if notes:
         lines += ["### Notes", ""] + [f"- {n}" for n in notes] + [""]

@@ -23,9 +23,12 @@ from __future__ import annotations
 import cProfile
 import dataclasses
 import inspect
+import math
 import multiprocessing as mp
 import pstats
+import resource
 import signal
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
@@ -37,7 +40,7 @@ from types import ModuleType
 from typing import Any
 
 from bench import copies
-from bench.common import load, median, progress, ratio
+from bench.common import load, median, progress, ratio, segment_buf
 
 CTX = mp.get_context("spawn")
 CONTENDERS = ("refimpl", "seed", "plain")
@@ -63,9 +66,9 @@ class StoreConfig:
 FULL = StoreConfig(
     SIZES,
     (1, 3),
-    reps=15,
+    reps=21,
     rounds=3,
-    batch_bytes=8 << 20,
+    batch_bytes=32 << 20,  # 32 objects of 1 MiB a round: the round's messages weigh less
     batch_min=8,
     batch_max=1000,
     profile_ops=2000,
@@ -124,7 +127,7 @@ def reader_main(conn: Connection, lock: Any) -> None:
 
 def _attach(impl_name: str, handle: Any, lock: Any) -> Any:
     if impl_name == "plain":
-        from refimpl.ring import attach_untracked
+        from refimpl.segment import attach_untracked
 
         return attach_untracked(handle)
     impl = load(impl_name)
@@ -137,19 +140,27 @@ def _close(reader: Any) -> None:
     reader.close()
 
 
-def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int, float]:
-    """Read every handle; returns (seconds, total bytes read, CPU seconds)."""
+def _minor_faults() -> int:
+    """Page faults of this process so far that needed no disk (a fresh page
+    mapped or zeroed): the cost that CPU time shows and instructions do not."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _read_batch(reader: Any, handles: list[Any]) -> tuple[float, int, float, int]:
+    """Read every handle; returns (seconds, total bytes read, CPU seconds, page faults)."""
     total = 0
+    faults = _minor_faults()
     start, cpu = time.perf_counter(), time.process_time()
     if isinstance(reader, shared_memory.SharedMemory):
-        buf = reader.buf
+        buf = segment_buf(reader)
         for offset, size in handles:
             total += len(bytes(buf[offset : offset + size]))
     else:
         get = reader.get
         for address, monotonic_id, signature, key in handles:
             total += len(get(address, monotonic_id, signature, key))
-    return time.perf_counter() - start, total, time.process_time() - cpu
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return seconds, total, cpu, _minor_faults() - faults
 
 
 class Readers:
@@ -240,7 +251,7 @@ class PlainWriter:
         return self.memory.name
 
     def put_batch(self, value: bytes, batch: int) -> list[Any]:
-        buf, size = self.memory.buf, self.size
+        buf, size = segment_buf(self.memory), self.size
         handles = []
         for i in range(batch):
             buf[i * size : (i + 1) * size] = value
@@ -255,15 +266,18 @@ class PlainWriter:
 
 def _round(
     writer: Any, readers: Readers, tag: str, value: bytes, batch: int
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, float]:
     """One round: (round seconds, writer seconds, slowest reader's seconds, CPU
-    seconds of the writer's puts plus every reader's gets)."""
+    seconds of the writer's puts plus every reader's gets, page faults of the
+    writer's puts plus every reader's gets)."""
+    faults = _minor_faults()
     start, cpu = time.perf_counter(), time.process_time()
     handles = writer.put_batch(value, batch)
     put_s, put_cpu = time.perf_counter() - start, time.process_time() - cpu
+    put_faults = _minor_faults() - faults
     answers = readers.broadcast("get", tag, handles)
     round_s = time.perf_counter() - start
-    for _seconds, total, _cpu in answers:
+    for _seconds, total, _cpu, _faults in answers:
         if total != batch * len(value):
             raise RuntimeError(f"{tag}: a reader read {total} bytes, expected {batch * len(value)}")
     return (
@@ -271,6 +285,7 @@ def _round(
         put_s,
         max(answer[0] for answer in answers),
         put_cpu + sum(answer[2] for answer in answers),
+        put_faults + sum(answer[3] for answer in answers),
     )
 
 
@@ -310,15 +325,18 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
                         )
                         per_size.callback(_detach, readers, name)
                     samples: dict[str, list[list[float]]] = {name: [] for name in contenders}
-                    for name in contenders:  # warm-up, not measured
-                        _round(writers[name], readers, name, value, batch)
+                    # Warm-up, not measured: two rounds touch every page of the
+                    # ring (batch + 2 chunks) in the writer and the readers.
+                    for name in contenders:
+                        for _ in range(2):
+                            _round(writers[name], readers, name, value, batch)
                     for rep in range(config.reps):
                         order = (
                             contenders[rep % len(contenders) :]
                             + contenders[: rep % len(contenders)]
                         )
                         for name in order:
-                            total = [0.0, 0.0, 0.0, 0.0]
+                            total = [0.0, 0.0, 0.0, 0.0, 0.0]
                             for _ in range(config.rounds):
                                 for i, part in enumerate(
                                     _round(writers[name], readers, name, value, batch)
@@ -347,8 +365,10 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
                                 # CPU time of one put and its n_readers gets: what a
                                 # busy machine's time-slicing does not inflate
                                 "cpu_us": median([s[3] for s in samples[name]]) / ops * 1e6,
+                                "faults_per_op": median([s[4] for s in samples[name]]) / ops,
                                 # spread: fastest over slowest sample
                                 "spread": min(rounds) / max(rounds),
+                                "round_s": rounds,  # per repetition, for paired ratios
                             }
                         )
     _add_ratios(rows)
@@ -361,6 +381,10 @@ def _detach(readers: Readers, tag: str) -> None:
 
 
 def _add_ratios(rows: list[dict[str, Any]]) -> None:
+    """Ratios of medians, and the paired ratio: in each repetition the
+    contenders ran back to back, so the ratio of their rates in that
+    repetition shares its load; its median and quartiles over the
+    repetitions say how sure the comparison is."""
     by_key = {(r["readers"], r["size"], r["contender"]): r for r in rows}
     for row in rows:
         key = (row["readers"], row["size"])
@@ -369,6 +393,20 @@ def _add_ratios(rows: list[dict[str, Any]]) -> None:
             if base is not None and other != row["contender"]:
                 row[f"vs_{other}"] = ratio(row["ops_per_s"], base["ops_per_s"])
                 row[f"cpu_vs_{other}"] = ratio(base["cpu_us"], row["cpu_us"])
+                paired = sorted(
+                    ratio(theirs, ours)
+                    for ours, theirs in zip(row["round_s"], base["round_s"], strict=True)
+                )
+                row[f"paired_vs_{other}"] = median(paired)
+                row[f"paired_vs_{other}_quartiles"] = _quartiles(paired)
+
+
+def _quartiles(values: list[float]) -> list[float]:
+    """First and third quartile (the middle half of the values lies between)."""
+    if len(values) < 2:
+        return [values[0], values[0]] if values else [math.nan, math.nan]
+    q1, _q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return [q1, q3]
 
 
 # -- where the time goes ----------------------------------------------------------
@@ -417,7 +455,7 @@ def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int,
     ):
         return "signatures"
     method = next((name for f, lo, hi, name in ranges if f == file and lo <= line <= hi), None)
-    if method in _SIGNATURE_METHODS:
+    if method in _SIGNATURE_METHODS or func == "signature_bytes":
         return "signatures"
     if method == "serialize":
         return "serialize"

@@ -179,7 +179,8 @@ class SingleWriterShmRingBuffer:
         freed = 0
         while freed < nbytes and self.monotonic_id_start in self.metadata:
             oldest = self.monotonic_id_start
-            with self.access_buf(self.metadata[oldest]) as (data_view, (_, size)):
+            data_view, (_, size) = self.chunk_view(self.metadata[oldest])
+            with data_view:
                 if not is_free_fn(oldest, data_view):
                     break
             del self.metadata[oldest]

@@ -17,7 +17,7 @@ from refimpl.validate import BadArgumentType
 class ObjectSerde(ABC):
     @abstractmethod
     def serialize(self, value: Any) -> tuple[Any, int, bytes, int]:
-        """Return (data, data_bytes, metadata, md_bytes); data is bytes or a list of bytes."""
+        """Return (data, data_bytes, metadata, md_bytes); data is a bytes-like or a list of them."""
         raise NotImplementedError
 
     @abstractmethod
@@ -48,13 +48,22 @@ def _refuse(obj: Any) -> Any:
     raise BadArgumentType(f"MsgpackSerde cannot store a {type(obj).__name__}; it stores {ACCEPTS}")
 
 
+def _buffer_hint(value: Any) -> int:
+    """The packing buffer's first size: a str's own length plus its header, so
+    that a large str is packed without the buffer growing (each growth copies)."""
+    return len(value) + 5 if isinstance(value, str) else 4096
+
+
 class MsgpackSerde(ObjectSerde):
     """The default serde: the values msgpack knows (see `ACCEPTS`).
 
     A non-empty bytes-like value is stored as it is (metadata `RAW`): the put
     copies it once into the segment and the read once out, with no packing
     step; any other value is packed by msgpack (metadata `MSGPACK`), so the
-    data is never empty (the seed's put fails on 0 data bytes, FINDINGS #3). Reading checks
+    data is never empty (the seed's put fails on 0 data bytes, FINDINGS #3).
+    The packed data is a view of msgpack's own buffer, in a list (the shape
+    the seed's put copies part by part): no bytes object of the whole
+    payload is made on the way into the segment. Reading checks
     that the payload is exactly one msgpack object (msgpack raises on
     trailing or missing bytes), so a reader can tell an object from bytes
     that are not one.
@@ -66,8 +75,12 @@ class MsgpackSerde(ObjectSerde):
                 value = value.cast("B") if value.c_contiguous else value.tobytes()
             if len(value):
                 return value, len(value), _RAW_MD, 1
-        payload = msgpack.packb(value, use_bin_type=True, default=_refuse)
-        return payload, len(payload), _MSGPACK_MD, 1
+        packer = msgpack.Packer(
+            use_bin_type=True, default=_refuse, autoreset=False, buf_size=_buffer_hint(value)
+        )
+        packer.pack(value)
+        payload = packer.getbuffer()
+        return [payload], len(payload), _MSGPACK_MD, 1
 
     def deserialize(self, data: memoryview) -> Any:
         kind = data[0] if len(data) else None

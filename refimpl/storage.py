@@ -38,7 +38,7 @@ from refimpl.validate import (
     check_instance,
     check_int,
     check_key,
-    is_signature,
+    signature_bytes,
 )
 
 SIGNATURE_BYTES = hashlib.sha256().digest_size
@@ -340,10 +340,10 @@ class SingleWriterShmObjectStorage:
         check_handle_fields(address, monotonic_id)
         if self.is_writer and self.key_index.get(key) != (address, monotonic_id):
             raise ValueError(invalid)
-        if not is_signature(signature):
+        given = signature_bytes(signature)
+        if given is None:
             raise ValueError(invalid)
-        expected = self._make_signature(key, address, monotonic_id)
-        if not hmac.compare_digest(bytes(signature), expected):
+        if not hmac.compare_digest(given, self._make_signature(key, address, monotonic_id)):
             raise ValueError(invalid)
 
     def _make_signature(self, key: str, address: int, monotonic_id: int) -> bytes:

@@ -66,15 +66,17 @@ def check_handle_fields(address: Any, monotonic_id: Any) -> None:
     check_int("monotonic_id", monotonic_id, low=0, high=ID_LIMIT - 1)
 
 
-def is_signature(signature: Any) -> bool:
-    """Whether `signature` has the form of one: a list of 32 ints in [0, 255]."""
-    return (
-        type(signature) is list
-        and len(signature) == SIGNATURE_BYTES
-        and set(map(type, signature)) == {int}
-        and 0 <= min(signature)
-        and max(signature) <= 255
-    )
+def signature_bytes(signature: Any) -> bytes | None:
+    """The bytes of `signature` if it has the form of one (a list of 32 ints,
+    each in [0, 255]), else None."""
+    if type(signature) is not list or len(signature) != SIGNATURE_BYTES:
+        return None
+    if set(map(type, signature)) != {int}:  # exactly ints: no bools, floats or int-likes
+        return None
+    try:
+        return bytes(signature)  # refuses an int outside [0, 255]
+    except ValueError:
+        return None
 
 
 def check_chunk_address(address: Any, capacity: int, header_bytes: int) -> int:

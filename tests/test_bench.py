@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.tlc
 
 # Numbers that may legitimately be zero.
-MAY_BE_ZERO = {"seconds_if_not_caught", "coverage", "spread", "processes", "segments"}
+MAY_BE_ZERO = {
+    "seconds_if_not_caught",
+    "coverage",
+    "spread",
+    "processes",
+    "segments",
+    "faults_per_op",
+}
 
 
 def numbers(value: Any, path: str = "") -> list[tuple[str, float]]:
@@ -64,6 +72,8 @@ def test_every_section_is_there(results: dict[str, Any]) -> None:
     assert store["profile"] and all(
         abs(sum(p["shares"].values()) - 1) < 1e-6 for p in store["profile"]
     )
+    assert [r["size"] for r in results["cpu"]] == ["64 B", "64 KiB"]
+    assert all(set(r["cpu_us"]) == {"refimpl", "seed", "plain"} for r in results["cpu"])
     assert results["tlc"]["trivial"]["distinct_states"] > 0
     assert [m["model"] for m in results["tlc"]["models"]] == ["MCRing"]
     replay = results["replay"]
@@ -86,3 +96,58 @@ def test_numbers_are_positive_and_finite(results: dict[str, Any]) -> None:
             assert value >= 0, path
         else:
             assert value > 0, path
+
+
+def _rows(ref_rounds: list[float], seed_rounds: list[float]) -> list[dict[str, Any]]:
+    def row(name: str, rounds: list[float]) -> dict[str, Any]:
+        return {
+            "readers": 1,
+            "size": "64 B",
+            "contender": name,
+            "ops_per_s": 1 / statistics.median(rounds),
+            "cpu_us": 1.0,
+            "round_s": rounds,
+        }
+
+    return [row("refimpl", ref_rounds), row("seed", seed_rounds)]
+
+
+def test_paired_ratio_follows_each_repetition() -> None:
+    """Repetitions run under changing load: the paired ratio compares each
+    repetition of refimpl with the seed's in the same repetition. Here the
+    seed takes exactly twice as long in every one: ratio 2, no spread."""
+    from bench.store import _add_ratios
+
+    ref = [1.0, 2.0, 3.0, 4.0, 5.0]
+    rows = _rows(ref, [2 * r for r in ref])
+    _add_ratios(rows)
+    assert rows[0]["paired_vs_seed"] == 2.0
+    assert rows[0]["paired_vs_seed_quartiles"] == [2.0, 2.0]
+    # broken pairing: the seed's repetitions in reverse order give the same
+    # medians but quartiles far apart
+    rows = _rows(ref, [2 * r for r in reversed(ref)])
+    _add_ratios(rows)
+    low, high = rows[0]["paired_vs_seed_quartiles"]
+    assert low <= 1.0 and high >= 4.0
+
+
+def test_callgrind_part_without_total_is_refused(tmp_path: Path) -> None:
+    from bench.instructions import _part_totals
+
+    good = tmp_path / "cg.out.1"
+    good.write_text("events: Ir D1mr\nfn=(1) f\n0 5 1\ntotals: 1234 56\n")
+    assert _part_totals(good) == {"Ir": 1234, "D1mr": 56}
+    broken = tmp_path / "cg.out.2"
+    broken.write_text("events: Ir\nfn=(1) f\n0 5\n")
+    with pytest.raises(RuntimeError, match="no instruction total"):
+        _part_totals(broken)
+
+
+def test_conformance_table_flags_a_run_over_its_target() -> None:
+    from bench.report import conformance_tables
+
+    row = {"run": "full, cached", "report_s": 1.0, "cpu_s": 2.0, "exit": 0, "target_s": 60.0}
+    within = "\n".join(conformance_tables([dict(row, wall_s=59.0, within_target=True)]))
+    over = "\n".join(conformance_tables([dict(row, wall_s=61.0, within_target=False)]))
+    assert "within 60 s" in within and "over" not in within
+    assert "**over** 60 s" in over
