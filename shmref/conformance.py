@@ -68,6 +68,7 @@ from shmref.testgroups import (
     pytest_checks,
     run_suite,
 )
+from shmref.testing import profiles
 from shmref.verdict import (
     ASSUMPTION,
     ERROR,
@@ -392,6 +393,7 @@ class SeedBaseline:
             raise SeedError(f"seed file not found: {seed} (set SHMREF_SEED)")
         self.work = Path(tempfile.mkdtemp(prefix=self.folder.name + "-", dir=self.folder.parent))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env["SHMREF_PROFILE"] = profiles.BASELINE  # verdicts only: no shrinking
         command = [sys.executable, "-m", "shmref.conformance", "--impl", "seed", "--no-baseline"]
         with open(self.work / "run.log", "wb") as log:
             self.child = subprocess.Popen(

@@ -8,6 +8,7 @@ the spec files, so an edited spec never replays stale traces.
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 
@@ -34,7 +35,24 @@ def simulation_corpus(
             if run.outcome != "ok":
                 raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
             done.write_text(run.summary() + "\n")
-    return tlc.read_simulation_traces(folder / "traces")
+        return _parsed(folder)
+
+
+def _parsed(folder: Path) -> list[tlc.Trace]:
+    """The corpus's traces, parsed once: TLA+ values take seconds to parse, a
+    pickle of them (in the user's own cache, made by this code) a fraction."""
+    kept = folder / "traces.pickle"
+    if kept.is_file():
+        try:
+            traces: list[tlc.Trace] = pickle.loads(kept.read_bytes())
+            return traces
+        except Exception:  # made by another version of shmref: parse again
+            kept.unlink()
+    traces = tlc.read_simulation_traces(folder / "traces")
+    partial = kept.with_suffix(".partial")
+    partial.write_bytes(pickle.dumps(traces))
+    partial.replace(kept)
+    return traces
 
 
 def state_graph(model: str, spec_dir: Path = SPEC_DIR) -> tlc.StateGraph:

@@ -1,14 +1,16 @@
 """The Hypothesis profiles of shmref's suite (`$SHMREF_PROFILE` picks one).
 
 "shmref-ci": fast and derandomized, so a CI failure replays identically
-anywhere; "shmref-long": `make fuzz`, random and deep.
+anywhere; "shmref-long": `make fuzz`, random and deep; "shmref-baseline":
+shmref-ci without shrinking, for the seed's own run beside a conformance run
+(only its verdicts are used, and the seed's failures took minutes to shrink).
 """
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
-CI, LONG = "shmref-ci", "shmref-long"
+CI, LONG, BASELINE = "shmref-ci", "shmref-long", "shmref-baseline"
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 settings.register_profile(
@@ -28,4 +30,9 @@ settings.register_profile(
     deadline=None,
     print_blob=True,
     suppress_health_check=_SLOW_OK,
+)
+settings.register_profile(
+    BASELINE,
+    settings.get_profile(CI),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
