@@ -393,8 +393,8 @@ class SeedBaseline:
             raise SeedError(f"seed file not found: {seed} (set SHMREF_SEED)")
         self.work = Path(tempfile.mkdtemp(prefix=self.folder.name + "-", dir=self.folder.parent))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        env["SHMREF_PROFILE"] = profiles.BASELINE  # verdicts only: no shrinking
         command = [sys.executable, "-m", "shmref.conformance", "--impl", "seed", "--no-baseline"]
+        command.append("--no-shrink")  # only its verdicts are used
         with open(self.work / "run.log", "wb") as log:
             self.child = subprocess.Popen(
                 [*command, "--out", str(self.work), *self.args],
@@ -444,9 +444,11 @@ def run(
     *,
     baseline: bool = True,
     all_groups: bool = False,
+    shrink: bool = True,
 ) -> Report:
     """One conformance run. `all_groups`: every pytest group even when
-    `quick` (every property name, with quick TLC and recordings)."""
+    `quick` (every property name, with quick TLC and recordings); `shrink`
+    False: failing examples are not shrunk (verdicts only)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     impl = load_impl(name)
@@ -506,7 +508,8 @@ def run(
     threads = [threading.Thread(target=fetch_traces), threading.Thread(target=validate)]
     for thread in threads if protocol else ():
         thread.start()
-    code, cases, collect_errors = run_suite(name, groups, out) if groups else (0, [], "")
+    profile = profiles.for_run(quick, shrink)
+    code, cases, collect_errors = run_suite(name, groups, out, profile) if groups else (0, [], "")
     for thread in threads if protocol else ():
         thread.join()
 
@@ -522,7 +525,7 @@ def run(
                 + (collect_errors or "no test ran (see pytest.log)").strip()[-500:],
             )
         )
-    checks += pytest_checks(name, groups, cases, impl)
+    checks += pytest_checks(name, groups, cases, impl, profile)
     for hazard in HAZARDS if protocol else ():
         trace, source = traces.get(hazard.model, (None, "no trace"))
         checks.append(hazard_check(name, impl, hazard, trace, source)[0])
@@ -606,6 +609,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="leave out the seed's own result beside each property (used for the seed's own run)",
     )
     parser.add_argument(
+        "--no-shrink",
+        action="store_true",
+        help="do not shrink failing examples (verdicts only; used for the seed's own run)",
+    )
+    parser.add_argument(
         "--hazard", metavar="MODEL", help="only replay this hazard model's counterexample on --impl"
     )
     parser.add_argument(
@@ -653,6 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.quick,
         tuple(args.level or LEVELS),
         baseline=not args.no_baseline,
+        shrink=not args.no_shrink,
         all_groups=args.all_groups,
     )
     rows = []

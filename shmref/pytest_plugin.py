@@ -33,6 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(default: ${IMPL_ENV}, else refimpl; 'seed' builds the seed's own code, "
         "from $SHMREF_SEED)",
     )
+    group.addoption(
+        "--shmref-profile",
+        default=None,
+        metavar="NAME",
+        help=f"the suite's Hypothesis profile (default: ${PROFILE_ENV}, else shmref-ci; "
+        "shmref-long for deep runs, shmref-quick for few examples)",
+    )
 
 
 def impl_name(config: pytest.Config) -> str:
@@ -64,4 +71,10 @@ def use_suite_settings(config: pytest.Config) -> None:
     from shmref.testing import profiles
 
     config.pluginmanager.import_plugin("shmref.testing.leaks")
-    settings.load_profile(os.environ.get(PROFILE_ENV, profiles.CI))
+    name = config.getoption("shmref_profile") or os.environ.get(PROFILE_ENV) or profiles.CI
+    if name not in profiles.KNOWN:
+        raise pytest.UsageError(
+            f"unknown shmref profile {name!r} (--shmref-profile or ${PROFILE_ENV}); "
+            f"known: {', '.join(profiles.KNOWN)}"
+        )
+    settings.load_profile(name)

@@ -14,8 +14,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 from shmref.paths import SUITE_DIR
+from shmref.testing import profiles
 from shmref.verdict import (
     ERROR,
     FAIL,
@@ -197,11 +199,12 @@ def plugin_args() -> list[str]:
 
 
 def run_suite(
-    name: str, groups: Sequence[TestGroup], out: Path
+    name: str, groups: Sequence[TestGroup], out: Path, profile: str = profiles.CI
 ) -> tuple[int, list[dict[str, str]], str]:
-    """Run the groups' tests of shmref.suite on `name` in this process; the
-    exit code, every case's result and the collection errors (if any). The
-    user's own pytest configuration is left out (an empty ini file)."""
+    """Run the groups' tests of shmref.suite on `name` in this process with
+    Hypothesis profile `profile`; the exit code, every case's result and the
+    collection errors (if any). The user's own pytest configuration is left
+    out (an empty ini file), and this process's Hypothesis profile restored."""
     out.mkdir(parents=True, exist_ok=True)
     ini = out / "pytest.ini"
     ini.write_text("[pytest]\n")
@@ -221,11 +224,18 @@ def run_suite(
         *plugin_args(),
         "--shmref-impl",
         impl_arg(name),
+        "--shmref-profile",
+        profile,
         *dict.fromkeys(str(SUITE_DIR / g.select) for g in groups),
     ]
     collector = Collector()
-    with open(out / "pytest.log", "w", encoding="utf-8") as log, redirect_stdout(log):
-        code = int(pytest.main(args, plugins=[collector]))
+    previous = settings.default
+    try:
+        with open(out / "pytest.log", "w", encoding="utf-8") as log, redirect_stdout(log):
+            code = int(pytest.main(args, plugins=[collector]))
+    finally:
+        settings.register_profile("shmref-restored", previous)
+        settings.load_profile("shmref-restored")
     return code, list(collector.cases.values()), "\n".join(collector.collect_errors)
 
 
@@ -289,6 +299,7 @@ def pytest_checks(
     groups: Sequence[TestGroup],
     cases: list[dict[str, str]],
     impl: ModuleType | None = None,
+    profile: str = profiles.CI,
 ) -> list[Check]:
     by_property: dict[tuple[str, str], list[dict[str, str]]] = {}
     owner: dict[tuple[str, str], TestGroup] = {}
@@ -348,7 +359,9 @@ def pytest_checks(
                         "trace": failure_trace(case["text"]),
                         "command": shell(
                             f"python -m pytest -p no:cacheprovider --shmref-impl "
-                            f"{impl_arg(name)} {shlex.quote(str(SUITE_DIR / case['node']))}",
+                            f"{impl_arg(name)}"
+                            + (f" --shmref-profile {profile}" if profile != profiles.CI else "")
+                            + f" {shlex.quote(str(SUITE_DIR / case['node']))}",
                             impl,
                         ),
                     }

@@ -1,16 +1,19 @@
 """The Hypothesis profiles of shmref's suite (`$SHMREF_PROFILE` picks one).
 
 "shmref-ci": fast and derandomized, so a CI failure replays identically
-anywhere; "shmref-long": `make fuzz`, random and deep; "shmref-baseline":
-shmref-ci without shrinking, for the seed's own run beside a conformance run
-(only its verdicts are used, and the seed's failures took minutes to shrink).
+anywhere; "shmref-long": `make fuzz`, random and deep; "shmref-quick": fewer
+examples, for `--quick` conformance runs; "shmref-baseline" and
+"shmref-quick-baseline": the same without shrinking, for the seed's own run
+beside a conformance run (only its verdicts are used, and the seed's
+failures took minutes to shrink).
 """
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, Phase, settings
 
-CI, LONG, BASELINE = "shmref-ci", "shmref-long", "shmref-baseline"
+CI, LONG, QUICK = "shmref-ci", "shmref-long", "shmref-quick"
+BASELINE, QUICK_BASELINE = "shmref-baseline", "shmref-quick-baseline"
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 settings.register_profile(
@@ -31,8 +34,16 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=_SLOW_OK,
 )
-settings.register_profile(
-    BASELINE,
-    settings.get_profile(CI),
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-)
+settings.register_profile(QUICK, settings.get_profile(CI), max_examples=40)
+_NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
+settings.register_profile(BASELINE, settings.get_profile(CI), phases=_NO_SHRINK)
+settings.register_profile(QUICK_BASELINE, settings.get_profile(QUICK), phases=_NO_SHRINK)
+KNOWN = (CI, LONG, QUICK, BASELINE, QUICK_BASELINE)
+
+
+def for_run(quick: bool, shrink: bool = True) -> str:
+    """The profile of a conformance run: fewer examples when quick, no
+    shrinking when only the verdicts are used (the seed's own run)."""
+    if quick:
+        return QUICK if shrink else QUICK_BASELINE
+    return CI if shrink else BASELINE
