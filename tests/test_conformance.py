@@ -1,9 +1,15 @@
-"""`python -m shmref.conformance` end to end: refimpl passes every level, the
-seed passes seed-compatible, a faithful port of the seed with other private
-names gets the seed's verdict on every property, a broken copy of refimpl
-fails the level its bug belongs to, and the report carries, for each
-failure, a trace and a command that replays it in a fresh shell. Also the
-contract (shmref.contract) and its document, and the oracle's messages."""
+"""`python -m shmref.conformance` end to end, with the smallest runs that
+prove it: a broken copy of refimpl fails the protocol level, each failure
+carrying a trace and a command that replays it in a fresh shell; refimpl
+passes the same run; both carry the seed's own result (one seed run, cached
+in the user cache and shared by the runs of this module). Slow: refimpl
+passes every level, and a faithful port of the seed gets the seed's verdict
+on every property of every level. Also the contract (shmref.contract) and
+its document, and the oracle's messages.
+
+The conformance CLI runs pytest on shmref.suite in its own process: these
+tests are about that CLI, so they run it as a subprocess, each run once per
+module (the fixtures below); the xdist group keeps them on one worker."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,14 +35,17 @@ from shmref.conformance import (
     pytest_checks,
 )
 from shmref.driver import value_for
-from shmref.mutants import BUILD, build_mutant
+from shmref.mutants import build_mutant
 from shmref.observe import first_difference
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.tlc
+# The runs needing TLC (hazard traces, trace validation) and the suite on a
+# module: one worker, so that the seed baseline is computed once.
+CLI = [pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
+MUTANT = "free_rule_without_n_readers"
 
 
-def conformance(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess:
+def conformance(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     paths = [str(REPO), *([str(extra_path)] if extra_path else []), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
@@ -45,82 +55,146 @@ def conformance(*args: str, extra_path: Path | None = None) -> subprocess.Comple
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
 
 
+def report_of(proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, Any]:
+    assert (out / "conformance.json").is_file(), proc.stdout + proc.stderr
+    report: dict[str, Any] = json.loads((out / "conformance.json").read_text())
+    report["markdown"] = (out / "conformance.md").read_text()
+    report["returncode"] = proc.returncode
+    report["output"] = proc.stdout + proc.stderr
+    return report
+
+
+@pytest.fixture(scope="module")
+def mutant_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Reclaiming after one reader's read, judged at the protocol level (quick)."""
+    module = build_mutant(MUTANT)
+    out = tmp_path_factory.mktemp("mutant")
+    proc = conformance(
+        "--impl",
+        module.__name__,
+        "--quick",
+        "--level",
+        PROTOCOL,
+        "--out",
+        str(out),
+        extra_path=Path(module.__file__ or "").parents[1],
+    )
+    return report_of(proc, out)
+
+
+@pytest.fixture(scope="module")
+def refimpl_report(
+    tmp_path_factory: pytest.TempPathFactory, mutant_report: dict[str, Any]
+) -> dict[str, Any]:
+    """refimpl, the same run (after the mutant's, whose seed baseline it reuses)."""
+    out = tmp_path_factory.mktemp("refimpl")
+    proc = conformance("--impl", "refimpl", "--quick", "--level", PROTOCOL, "--out", str(out))
+    return report_of(proc, out)
+
+
+def checks_of(report: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["levels"][level]["checks"]}
+
+
+class TestProtocolRun:
+    pytestmark = CLI
+
+    def test_a_mutant_fails_the_protocol_level(self, mutant_report):
+        """Reclaiming after one reader's read is a protocol bug: the replays
+        and the state machine catch it, and each failure says how to replay it."""
+        report = mutant_report
+        assert report["returncode"] == 1, report["output"]
+        assert not report["ok"]
+        assert report["levels"][PROTOCOL]["status"] == "FAIL"
+        assert report["levels"][SEED]["status"] == report["levels"][HARDENED]["status"] == NOT_RUN
+        failed = [c for c in checks_of(report, PROTOCOL).values() if c["status"] == "FAIL"]
+        assert "replay MCStorage" in {c["name"] for c in failed}
+        for check in failed:
+            for failure in check["failures"]:
+                assert f"--impl refimpl_{MUTANT}" in failure["command"]
+                assert failure["trace"].strip()
+        assert "| protocol-safe | **FAIL" in report["markdown"]
+        assert "diverged at state" in report["markdown"]
+
+    def test_a_failure_replays_from_a_fresh_shell(self, mutant_report):
+        """A replay command pasted into a fresh shell (no inherited environment,
+        no working directory) reproduces the failure (exit 1); it does not fail
+        to find its test or module (exit 4 or 5, ImportError)."""
+        failures = [
+            f
+            for c in checks_of(mutant_report, PROTOCOL).values()
+            for f in c["failures"]
+            if "pytest" in f["command"]
+        ]
+        replay = [f for f in failures if "test_replay.py" in f["command"]]
+        command = (replay or failures)[0]["command"]
+        fresh = subprocess.run(
+            ["bash", "-c", command],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
+            timeout=600,
+        )
+        assert fresh.returncode == 1, command + "\n" + fresh.stdout[-2000:] + fresh.stderr[-2000:]
+        assert "ModuleNotFoundError" not in fresh.stdout + fresh.stderr
+
+    def test_refimpl_passes_the_same_run(self, refimpl_report):
+        report = refimpl_report
+        assert report["returncode"] == 0, report["output"] + report["markdown"]
+        assert report["ok"] and report["impl"] == "refimpl"
+        assert report["levels"][PROTOCOL]["status"] == "pass"
+        checks = checks_of(report, PROTOCOL)
+        assert {
+            "replay MCStorage",
+            "test_stateful.py::test_store_machine",
+            "hazard MCDoubleRead",
+            "trace validation",
+        } <= set(checks)
+        # the hazards no seed-compatible implementation closes are assumptions
+        assert checks["hazard MCLostReader"]["status"] == "assumption"
+        assert checks["hazard MCIdWrap"]["status"] == "pass"  # F4: clear rotates the secret
+        assert checks["hazard MCDoubleRead"]["status"] == "pass"
+
+    def test_every_property_carries_the_seeds_own_result(self, mutant_report, refimpl_report):
+        """One seed run (the cached baseline) beside both reports: the seed's
+        protocol-level result, which fails the hazards refimpl closes."""
+        levels = (refimpl_report["levels"][PROTOCOL], mutant_report["levels"][PROTOCOL])
+        assert [level["seed"] for level in levels] == ["FAIL", "FAIL"]
+        for report in (mutant_report, refimpl_report):
+            for check in checks_of(report, PROTOCOL).values():
+                assert check["seed"] in ("pass", "FAIL", "skip", "assumption"), check
+        seed_checks = {n: c["seed"] for n, c in checks_of(refimpl_report, PROTOCOL).items()}
+        assert seed_checks["hazard MCDoubleRead"] == "FAIL"  # the seed's defect
+        assert seed_checks["hazard MCLostReader"] == "assumption"
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@pytest.mark.xdist_group("conformance")
 def test_refimpl_passes_every_level(tmp_path, is_refimpl):
     if not is_refimpl:
         pytest.skip("about refimpl")
     proc = conformance("--impl", "refimpl", "--quick", "--out", str(tmp_path))
-    report = json.loads((tmp_path / "conformance.json").read_text())
-    markdown = (tmp_path / "conformance.md").read_text()
-    assert proc.returncode == 0, proc.stdout + proc.stderr + markdown
+    report = report_of(proc, tmp_path)
+    assert proc.returncode == 0, report["output"] + report["markdown"]
     assert report["ok"] and report["impl"] == "refimpl"
     for level in LEVELS:
         assert report["levels"][level]["status"] == "pass", level
-        assert f"| {level} | **pass" in markdown
+        assert f"| {level} | **pass" in report["markdown"]
     checks = [c for level in LEVELS for c in report["levels"][level]["checks"]]
-    names = {c["name"] for c in checks}
     assert {
         "test_layout.py::test_same_results_as_seed",
         "hazard MCDoubleRead",
         "trace validation",
         "test_stateful.py::test_store_machine",
         "replay MCStorage",
-    } <= names
+    } <= {c["name"] for c in checks}
     assert all(c["seed"] for c in checks), "every property carries the seed's result"
-    # the hazards no seed-compatible implementation closes are assumptions
-    statuses = {c["name"]: c["status"] for c in checks}
-    assert statuses["hazard MCLostReader"] == "assumption"
-    assert statuses["hazard MCIdWrap"] == "pass"  # F4: clear rotates the signing secret
-    assert statuses["hazard MCDoubleRead"] == "pass"
-
-
-def test_a_mutant_fails_the_protocol_level(tmp_path, is_refimpl):
-    """Reclaiming after one reader's read is a protocol bug: the replays and
-    the state machine catch it, and each failure says how to replay it."""
-    if not is_refimpl:
-        pytest.skip("mutants are copies of refimpl")
-    name = "free_rule_without_n_readers"
-    build_mutant(name)
-    module = f"refimpl_{name}"
-    proc = conformance(
-        "--impl",
-        module,
-        "--quick",
-        "--level",
-        PROTOCOL,
-        "--out",
-        str(tmp_path),
-        extra_path=BUILD / name,
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    report = json.loads((tmp_path / "conformance.json").read_text())
-    assert not report["ok"]
-    assert report["levels"][PROTOCOL]["status"] == "FAIL"
-    failed = [c for c in report["levels"][PROTOCOL]["checks"] if c["status"] == "FAIL"]
-    assert any(c["name"] == "replay MCStorage" for c in failed)
-    for check in failed:
-        for failure in check["failures"]:
-            assert f"--impl {module}" in failure["command"]
-            assert failure["trace"].strip()
-    markdown = (tmp_path / "conformance.md").read_text()
-    assert "| protocol-safe | **FAIL" in markdown and "diverged at state" in markdown
-    # a replay command works pasted into a fresh shell: no inherited
-    # environment, no working directory; it reproduces the failure (exit 1),
-    # it does not fail to find its test or module (exit 4 or 5, ImportError)
-    command = next(f["command"] for c in failed for f in c["failures"] if "pytest" in f["command"])
-    fresh = subprocess.run(
-        ["bash", "-c", command],
-        cwd="/",
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
-        timeout=600,
-    )
-    assert fresh.returncode == 1, command + "\n" + fresh.stdout[-2000:] + fresh.stderr[-2000:]
-    assert "ModuleNotFoundError" not in fresh.stdout + fresh.stderr
 
 
 def test_failure_trace_is_the_shrunk_example():
@@ -150,6 +224,7 @@ def test_failure_trace_is_the_shrunk_example():
     )
 
 
+@pytest.mark.tlc
 def test_hazard_replay_command_reports_the_assumption(is_refimpl):
     """`--hazard` replays one counterexample; an assumption exits 0, with its table."""
     if not is_refimpl:
@@ -162,11 +237,9 @@ def test_hazard_replay_command_reports_the_assumption(is_refimpl):
 # -- the seed and its faithful port ------------------------------------------------------
 
 
-def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(tmp_path):
-    """The seed passes seed-compatible with 0 failures, by construction; a port
-    of the seed whose private names all differ (shmref.port) gets exactly the
-    seed's result on every property of every level (the report's `seed`
-    column is the seed's own run, made once and cached under --out)."""
+def test_the_port_keeps_the_contract_and_renames_every_private_name():
+    """The faithful port (shmref.port) of the seed: every contract name, none
+    of the seed's private ones."""
     from shmref.port import build_port_module
 
     port = build_port_module()
@@ -177,6 +250,15 @@ def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(
         assert hasattr(ring, "_port_metadata")
     finally:
         ring.close()
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@pytest.mark.xdist_group("conformance")
+def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(tmp_path):
+    """The seed passes seed-compatible with 0 failures, by construction; the
+    port gets exactly the seed's result on every property of every level
+    (the report's `seed` column is the seed's own run, cached)."""
     proc = conformance("--impl", "port", "--quick", "--all-groups", "--out", str(tmp_path))
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     report = json.loads((tmp_path / "conformance.json").read_text())
@@ -332,32 +414,7 @@ def test_driver_values_fit_units_for_a_serde_with_another_overhead():
         value_for("k1", 1, Jumpy())
 
 
-def test_the_leak_guard_blames_the_test_that_created_the_segment(tmp_path):
-    (tmp_path / "test_leaky.py").write_text(
-        "import refimpl\n"
-        "def test_creates_and_leaks():\n"
-        "    ring = refimpl.SingleWriterShmRingBuffer(64, create=True)\n"
-        "    ring.is_writer = False  # so that close() does not unlink\n"
-        "    ring.close()\n"
-        "def test_innocent_last():\n"
-        "    pass\n"
-    )
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        + ["--shmref-impl", "refimpl", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode != 0
-    assert "ERROR at teardown of test_creates_and_leaks" in run.stdout, run.stdout
-    assert "test_innocent_last" not in "".join(
-        line for line in run.stdout.splitlines() if line.startswith(("ERROR", "FAILED"))
-    )
-
-
+@pytest.mark.tlc
 def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
     """A RuntimeError from put is the implementation's: the hazard check says
     at which step and what it raised; the oracle does not crash."""
