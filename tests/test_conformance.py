@@ -1,15 +1,17 @@
-"""`python -m shmref.conformance` end to end, with the smallest runs that
-prove it: a broken copy of refimpl fails the protocol level, each failure
-carrying a trace and a command that replays it in a fresh shell; refimpl
-passes the same run; both carry the seed's own result (one seed run, cached
-in the user cache and shared by the runs of this module). Slow: refimpl
-passes every level, and a faithful port of the seed gets the seed's verdict
-on every property of every level. Also the contract (shmref.contract) and
-its document, and the oracle's messages.
+"""The oracle (`python -m shmref.conformance`), in the smallest runs that
+prove it. In `make test`: the hazard counterexamples refimpl closes and the
+seed does not, replayed in this process; a failure's replay command, pasted
+into a fresh shell, reproduces a broken copy of refimpl's failure; a module
+lacking the contract is refused in one line; the contract's document; the
+oracle's messages. `slow` (`make test-slow`), end to end through the CLI: a
+broken copy of refimpl fails the protocol level with a trace and a command
+per failure; refimpl passes every level; a faithful port of the seed gets
+the seed's verdict on every property of every level.
 
-The conformance CLI runs pytest on shmref.suite in its own process: these
-tests are about that CLI, so they run it as a subprocess, each run once per
-module (the fixtures below); the xdist group keeps them on one worker."""
+The CLI runs pytest on shmref.suite in its own process: the slow tests are
+about that CLI, so they run it as a subprocess, each run once per module (the
+fixtures below), on one xdist worker (the group), so that the seed baseline
+(cached in the user cache) is computed once and shared."""
 
 from __future__ import annotations
 
@@ -22,15 +24,20 @@ from typing import Any
 
 import pytest
 
+import refimpl
 from shmref import contract
 from shmref.conformance import (
+    FAIL,
     HARDENED,
+    HAZARDS,
     LEVELS,
     NOT_RUN,
     PROTOCOL,
     SEED,
     TEST_GROUPS,
     failure_trace,
+    hazard_check,
+    hazard_trace,
     level_status,
     pytest_checks,
 )
@@ -39,10 +46,11 @@ from shmref.mutants import build_mutant
 from shmref.observe import first_difference
 
 REPO = Path(__file__).resolve().parents[1]
-# The runs needing TLC (hazard traces, trace validation) and the suite on a
-# module: one worker, so that the seed baseline is computed once.
-CLI = [pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
 MUTANT = "free_rule_without_n_readers"
+# a quick seed-compatible test that MUTANT fails (counts are per reader)
+FAILED_BY_MUTANT = "test_storage.py::test_writer_with_lock_counts_its_gets_as_the_seed"
+# end to end through the CLI: slow, needs TLC, one worker for the seed baseline
+CLI = [pytest.mark.slow, pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
 
 
 def conformance(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -55,8 +63,71 @@ def conformance(*args: str, extra_path: Path | None = None) -> subprocess.Comple
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
+
+
+def in_a_fresh_shell(command: str) -> subprocess.CompletedProcess[str]:
+    """`command` pasted into a new shell: no inherited environment, no working directory."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
+        timeout=600,
+    )
+
+
+# -- in this process: hazards and replay commands -------------------------------------------
+
+
+@pytest.mark.tlc
+def test_refimpl_closes_the_hazards_the_seed_leaves_open():
+    """Each hazard's TLC counterexample replayed on refimpl and on the seed:
+    refimpl passes the closable ones, the unclosable one is an assumption for
+    both, and the seed fails at least the double read (FINDINGS)."""
+    from shmref.seedbuild import SeedError, build_seed_module
+
+    try:
+        seed = build_seed_module()
+    except SeedError as exc:
+        pytest.skip(f"no seed: {exc}")
+    mine, theirs = {}, {}
+    for hazard in HAZARDS:
+        trace, source = hazard_trace(hazard.model)
+        mine[hazard.model] = hazard_check("refimpl", refimpl, hazard, trace, source)[0].status
+        theirs[hazard.model] = hazard_check("shmref_seed", seed, hazard, trace, source)[0].status
+    assert mine["MCLostReader"] == theirs["MCLostReader"] == "assumption"
+    assert mine["MCIdWrap"] == "pass"  # F4: clear rotates the signing secret
+    assert (mine["MCDoubleRead"], theirs["MCDoubleRead"]) == ("pass", FAIL)
+    for hazard in HAZARDS:
+        if hazard.closable:
+            assert mine[hazard.model] in ("pass", "skip"), (hazard.model, mine)
+    assert set(mine.values()) <= {"pass", "assumption", "skip"}, mine
+
+
+def test_a_failures_command_reproduces_it_in_a_fresh_shell():
+    """The command the report gives for a failing case, pasted into a fresh
+    shell, runs that one test on the broken implementation and fails (exit 1);
+    it does not fail to find its test or module (exit 4 or 5, ImportError)."""
+    module = build_mutant(MUTANT)
+    group = next(g for g in TEST_GROUPS if g.label == "test_storage.py")
+    case = {"node": FAILED_BY_MUTANT, "status": "fail", "text": "E   AssertionError: counts"}
+    (check,) = pytest_checks(module.__name__, [group], [case], module)
+    assert (check.level, check.status) == (SEED, FAIL)
+    (failure,) = check.failures
+    assert f"--shmref-impl {module.__name__}" in failure["command"]
+    fresh = in_a_fresh_shell(failure["command"])
+    output = fresh.stdout[-3000:] + fresh.stderr[-2000:]
+    assert fresh.returncode == 1, failure["command"] + "\n" + output
+    assert "ModuleNotFoundError" not in output and "1 failed" in fresh.stdout, output
+    # the same command on refimpl passes: the failure is the mutant's
+    fresh = in_a_fresh_shell(failure["command"].replace(module.__name__, "refimpl"))
+    assert fresh.returncode == 0, fresh.stdout[-3000:]
+
+
+# -- end to end through the CLI (slow) -------------------------------------------------------
 
 
 def report_of(proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, Any]:
@@ -65,7 +136,12 @@ def report_of(proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, An
     report["markdown"] = (out / "conformance.md").read_text()
     report["returncode"] = proc.returncode
     report["output"] = proc.stdout + proc.stderr
+    report["seed_report"] = json.loads((out / "seed-baseline" / "conformance.json").read_text())
     return report
+
+
+def checks_of(report: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["levels"][level]["checks"]}
 
 
 @pytest.fixture(scope="module")
@@ -87,20 +163,21 @@ def mutant_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def refimpl_report(
-    tmp_path_factory: pytest.TempPathFactory, mutant_report: dict[str, Any]
-) -> dict[str, Any]:
-    """refimpl, the same run (after the mutant's, whose seed baseline it reuses)."""
+def refimpl_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """refimpl, every level, every group (the port's run: one seed baseline)."""
     out = tmp_path_factory.mktemp("refimpl")
-    proc = conformance("--impl", "refimpl", "--quick", "--level", PROTOCOL, "--out", str(out))
+    proc = conformance("--impl", "refimpl", "--quick", "--all-groups", "--out", str(out))
     return report_of(proc, out)
 
 
-def checks_of(report: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in report["levels"][level]["checks"]}
+@pytest.fixture(scope="module")
+def port_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("port")
+    proc = conformance("--impl", "port", "--quick", "--all-groups", "--out", str(out))
+    return report_of(proc, out)
 
 
-class TestProtocolRun:
+class TestCli:
     pytestmark = CLI
 
     def test_a_mutant_fails_the_protocol_level(self, mutant_report):
@@ -119,82 +196,57 @@ class TestProtocolRun:
                 assert failure["trace"].strip()
         assert "| protocol-safe | **FAIL" in report["markdown"]
         assert "diverged at state" in report["markdown"]
-
-    def test_a_failure_replays_from_a_fresh_shell(self, mutant_report):
-        """A replay command pasted into a fresh shell (no inherited environment,
-        no working directory) reproduces the failure (exit 1); it does not fail
-        to find its test or module (exit 4 or 5, ImportError)."""
-        failures = [
-            f
-            for c in checks_of(mutant_report, PROTOCOL).values()
-            for f in c["failures"]
-            if "pytest" in f["command"]
-        ]
-        replay = [f for f in failures if "test_replay.py" in f["command"]]
-        command = (replay or failures)[0]["command"]
-        fresh = subprocess.run(
-            ["bash", "-c", command],
-            cwd="/",
-            capture_output=True,
-            text=True,
-            env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
-            timeout=600,
+        command = next(
+            f["command"] for c in failed for f in c["failures"] if "pytest" in f["command"]
         )
+        fresh = in_a_fresh_shell(command)
         assert fresh.returncode == 1, command + "\n" + fresh.stdout[-2000:] + fresh.stderr[-2000:]
-        assert "ModuleNotFoundError" not in fresh.stdout + fresh.stderr
 
-    def test_refimpl_passes_the_same_run(self, refimpl_report):
+    def test_refimpl_passes_every_level(self, refimpl_report):
         report = refimpl_report
         assert report["returncode"] == 0, report["output"] + report["markdown"]
         assert report["ok"] and report["impl"] == "refimpl"
-        assert report["levels"][PROTOCOL]["status"] == "pass"
-        checks = checks_of(report, PROTOCOL)
+        for level in LEVELS:
+            assert report["levels"][level]["status"] == "pass", level
+            assert f"| {level} | **pass" in report["markdown"]
+        checks = {c["name"]: c for level in LEVELS for c in report["levels"][level]["checks"]}
         assert {
-            "replay MCStorage",
-            "test_stateful.py::test_store_machine",
+            "test_layout.py::test_same_results_as_seed",
             "hazard MCDoubleRead",
             "trace validation",
+            "test_stateful.py::test_store_machine",
+            "replay MCStorage",
         } <= set(checks)
-        # the hazards no seed-compatible implementation closes are assumptions
-        assert checks["hazard MCLostReader"]["status"] == "assumption"
-        assert checks["hazard MCIdWrap"]["status"] == "pass"  # F4: clear rotates the secret
-        assert checks["hazard MCDoubleRead"]["status"] == "pass"
+        assert all(c["seed"] for c in checks.values()), "every property carries the seed's result"
+        assert checks["hazard MCDoubleRead"]["seed"] == FAIL
 
-    def test_every_property_carries_the_seeds_own_result(self, mutant_report, refimpl_report):
-        """One seed run (the cached baseline) beside both reports: the seed's
-        protocol-level result, which fails the hazards refimpl closes."""
-        levels = (refimpl_report["levels"][PROTOCOL], mutant_report["levels"][PROTOCOL])
-        assert [level["seed"] for level in levels] == ["FAIL", "FAIL"]
-        for report in (mutant_report, refimpl_report):
-            for check in checks_of(report, PROTOCOL).values():
-                assert check["seed"] in ("pass", "FAIL", "skip", "assumption"), check
-        seed_checks = {n: c["seed"] for n, c in checks_of(refimpl_report, PROTOCOL).items()}
-        assert seed_checks["hazard MCDoubleRead"] == "FAIL"  # the seed's defect
-        assert seed_checks["hazard MCLostReader"] == "assumption"
-
-
-@pytest.mark.slow
-@pytest.mark.tlc
-@pytest.mark.xdist_group("conformance")
-def test_refimpl_passes_every_level(tmp_path, is_refimpl):
-    if not is_refimpl:
-        pytest.skip("about refimpl")
-    proc = conformance("--impl", "refimpl", "--quick", "--out", str(tmp_path))
-    report = report_of(proc, tmp_path)
-    assert proc.returncode == 0, report["output"] + report["markdown"]
-    assert report["ok"] and report["impl"] == "refimpl"
-    for level in LEVELS:
-        assert report["levels"][level]["status"] == "pass", level
-        assert f"| {level} | **pass" in report["markdown"]
-    checks = [c for level in LEVELS for c in report["levels"][level]["checks"]]
-    assert {
-        "test_layout.py::test_same_results_as_seed",
-        "hazard MCDoubleRead",
-        "trace validation",
-        "test_stateful.py::test_store_machine",
-        "replay MCStorage",
-    } <= {c["name"] for c in checks}
-    assert all(c["seed"] for c in checks), "every property carries the seed's result"
+    def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(
+        self, port_report
+    ):
+        """The seed passes seed-compatible with 0 failures, by construction; the
+        port gets exactly the seed's result on every property of every level
+        (the report's `seed` column is the seed's own run, cached)."""
+        report, seed = port_report, port_report["seed_report"]
+        assert report["returncode"] in (0, 1), report["output"]
+        assert seed["levels"][SEED]["status"] == "pass"
+        assert not [c for c in seed["levels"][SEED]["checks"] if c["status"] in ("FAIL", "ERROR")]
+        mine = {
+            (level, c["name"]): c["status"]
+            for level in LEVELS
+            for c in report["levels"][level]["checks"]
+        }
+        theirs = {
+            (level, c["name"]): c["status"]
+            for level in LEVELS
+            for c in seed["levels"][level]["checks"]
+        }
+        assert mine.keys() == theirs.keys()
+        differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+        assert not differing, f"port vs seed: {differing}"
+        every_group = {g.label for g in TEST_GROUPS if not g.split}
+        assert every_group <= {name for _level, name in mine}
+        for level in LEVELS:
+            assert report["levels"][level]["seed"] == seed["levels"][level]["status"]
 
 
 def test_failure_trace_is_the_shrunk_example():
@@ -250,36 +302,6 @@ def test_the_port_keeps_the_contract_and_renames_every_private_name():
         assert hasattr(ring, "_port_metadata")
     finally:
         ring.close()
-
-
-@pytest.mark.slow
-@pytest.mark.tlc
-@pytest.mark.xdist_group("conformance")
-def test_seed_passes_seed_compatible_and_a_faithful_port_gets_the_seeds_verdict(tmp_path):
-    """The seed passes seed-compatible with 0 failures, by construction; the
-    port gets exactly the seed's result on every property of every level
-    (the report's `seed` column is the seed's own run, cached)."""
-    proc = conformance("--impl", "port", "--quick", "--all-groups", "--out", str(tmp_path))
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-    report = json.loads((tmp_path / "conformance.json").read_text())
-    seed = json.loads((tmp_path / "seed-baseline" / "conformance.json").read_text())
-    assert seed["levels"][SEED]["status"] == "pass"
-    assert not [c for c in seed["levels"][SEED]["checks"] if c["status"] in ("FAIL", "ERROR")]
-    mine = {
-        (level, c["name"]): c["status"]
-        for level in LEVELS
-        for c in report["levels"][level]["checks"]
-    }
-    theirs = {
-        (level, c["name"]): c["status"] for level in LEVELS for c in seed["levels"][level]["checks"]
-    }
-    assert mine.keys() == theirs.keys()
-    differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
-    assert not differing, f"port vs seed: {differing}"
-    every_group = {g.label for g in TEST_GROUPS if not g.split}
-    assert every_group <= {name for _level, name in mine}
-    for level in LEVELS:
-        assert report["levels"][level]["seed"] == seed["levels"][level]["status"]
 
 
 # -- the contract ------------------------------------------------------------------------------
@@ -356,13 +378,13 @@ def test_a_missing_optional_capability_is_not_run_never_pass():
 def test_each_case_belongs_to_the_most_specific_group():
     cases = [
         {
-            "node": "tests/test_ring.py::TestBadInput::test_x[1]",
+            "node": "test_ring.py::TestBadInput::test_x[1]",
             "status": "fail",
             "text": "E  AssertionError: boom",
         },
-        {"node": "tests/test_ring.py::test_y", "status": "pass", "text": ""},
+        {"node": "test_ring.py::test_y", "status": "pass", "text": ""},
     ]
-    groups = [g for g in TEST_GROUPS if g.select.startswith("tests/test_ring.py")]
+    groups = [g for g in TEST_GROUPS if g.select.startswith("test_ring.py")]
     checks = {c.name: c for c in pytest_checks("m", groups, cases)}
     assert checks["test_ring.py::TestBadInput::test_x"].level == HARDENED
     assert checks["test_ring.py::test_y"].level == SEED
