@@ -44,14 +44,58 @@ def test_stress_writer_evicts_while_four_readers_verify(impl_name, capsys):
     assert result.evicted > PUTS // 2 and result.waits > 0
 
 
-def test_the_stress_catches_a_store_that_reclaims_before_every_reader_read():
+ONE_SLOW_READER = """
+import os
+import time
+
+from {store} import *  # noqa: F403
+from {store} import SingleWriterShmObjectStorage as Broken
+
+
+class SingleWriterShmObjectStorage(Broken):
+    \"\"\"The store under test; the first reader to attach reads 1 ms slower per
+    object, so it lags behind the others on any machine.\"\"\"
+
+    slow = False
+
+    @staticmethod
+    def create_from_handle(handle):
+        reader = Broken.create_from_handle(handle)
+        reader.__class__ = SingleWriterShmObjectStorage
+        try:
+            os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL))
+            reader.slow = True
+        except FileExistsError:
+            pass
+        return reader
+
+    def get(self, *args, **kwargs):
+        if self.slow:
+            time.sleep(0.001)
+        return super().get(*args, **kwargs)
+"""
+
+
+@pytest.mark.parametrize("broken", [True, False], ids=["reclaims-early", "refimpl"])
+def test_the_stress_catches_a_store_that_reclaims_before_every_reader_read(
+    tmp_path, monkeypatch, broken
+):
     """The stress test must be able to fail: refimpl reclaiming an object
-    after one reader's read overwrites objects the other readers still read."""
-    name = "free_rule_without_n_readers"
-    build_mutant(name)
-    result = stress_run(f"refimpl_{name}")
-    assert result.refused + result.torn + result.foreign > 0, result.line()
-    assert result.intact < PUTS * stress.READERS
+    after one reader's read (mutant free_rule_without_n_readers) overwrites
+    objects that a slower reader has yet to read. One reader is made slow, so
+    that it lags behind the others whatever the machine; refimpl with the
+    same slow reader waits for it and loses no read."""
+    store = build_mutant("free_rule_without_n_readers").__name__ if broken else "refimpl"
+    module = tmp_path / f"one_slow_reader_of_{store}.py"
+    module.write_text(ONE_SLOW_READER.format(store=store, marker=str(tmp_path / "slow")))
+    monkeypatch.syspath_prepend(str(tmp_path))  # spawned readers inherit sys.path
+    result = stress_run(module.stem)
+    assert (tmp_path / "slow").is_file()  # one reader was slow
+    if broken:
+        assert result.refused + result.torn + result.foreign > 0, result.line()
+        assert result.intact < PUTS * stress.READERS
+    else:
+        assert result.ok and result.intact == PUTS * stress.READERS, result.line()
 
 
 def test_the_stress_counts_torn_foreign_and_refused_reads():
