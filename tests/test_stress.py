@@ -4,7 +4,8 @@ so that a reclaim racing a read shows. Under the protocol's assumption A1
 every read is intact: 0 refused, 0 torn, 0 foreign, 0 other (the session's
 leak guard adds 0 leaked segments). The ring is small (STRESS_RING) so that
 the writer wraps while batches are still being read; a store that reclaims
-after one reader's read (mutant free_rule_without_n_readers) is caught.
+after one reader's read (mutant free_rule_without_n_readers) is caught, one
+of its readers made slow so that the race is certain on any machine.
 `make bench` runs 10**5 puts beside the seed; here PUTS."""
 
 from __future__ import annotations
