@@ -41,6 +41,8 @@ from shmref.tlc import (
 )
 
 FIX = Path(__file__).resolve().parent / "tlc_fixtures"
+# one xdist worker makes the module's TLC runs (the `runs` fixture), not each worker
+pytestmark = pytest.mark.xdist_group("tlc-runs")
 
 
 def _tlc_available() -> bool:
