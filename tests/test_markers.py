@@ -13,11 +13,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 QUICK_TLC = "tests/test_tlc.py::test_passing_model"
-SLOW_TLC = "tests/test_check.py::test_quick_models_match_the_manifest"
+SLOW_TLC = "tests/test_conformance.py::TestCli::test_refimpl_passes_every_level"
 PURE = "tests/test_tlc.py::test_frozen_dict"
 SLOW_PURE = "tests/test_fuzz.py::test_fuzz_gets_only_clear_errors[all]"
 QUICK_PURE = "tests/test_fuzz.py::test_fuzz_gets_only_clear_errors[some]"
-FILES = ["tests/test_tlc.py", "tests/test_check.py", "tests/test_fuzz.py"]
+# files collected with or without Java (test_check and test_deep skip as modules without it)
+FILES = ["tests/test_tlc.py", "tests/test_conformance.py", "tests/test_fuzz.py"]
 
 
 def collected(expression: str) -> set[str]:
