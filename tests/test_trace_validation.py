@@ -26,8 +26,7 @@ from shmref.recorder import (
     validate_recording,
 )
 
-# one xdist worker records and validates, not each worker
-pytestmark = [pytest.mark.tlc, pytest.mark.xdist_group("trace-validation")]
+pytestmark = pytest.mark.tlc
 
 STEPS, SEED = 300, 2  # a workload that every mutant of shmref.mutants fails
 
