@@ -201,7 +201,7 @@ def test_diff_wrappers_agree_concretely() -> None:
     ],
 )
 def test_diffbehavior_finds_no_difference(pair: tuple[str, str]) -> None:
-    done = crosshair("diffbehavior", "--per_condition_timeout=30", *pair)
+    done = crosshair("diffbehavior", "--per_condition_timeout=30", *pair, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -213,6 +213,7 @@ def test_diffbehavior_finds_the_straddle() -> None:
         "--per_condition_timeout=120",
         "proofs.seeddiff.seed_allocate_diff",
         "proofs.broken.ref_allocate_straddle_diff",
+        timeout=600,  # as `make proofs` allows it (60 s + 4 x the per-condition budget)
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Given:" in done.stdout
