@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test proofs fuzz bench conformance findings lint clean
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench conformance findings lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -28,8 +28,16 @@ check-deep: setup
 check-sim: setup
 	$(PYTHON) -m shmref.deep --simulate --depth $(DEPTH) $(if $(MODEL),--only $(MODEL))
 
+# make test: everything but the `slow` tests, on 2 workers (under 5 minutes on
+# 2 cores); the conformance CLI runs share one worker (xdist_group), hence
+# --dist loadgroup. make test-slow: the `slow` ones (CLI end to end, full fuzz,
+# every quick TLC model, CrossHair's long runs). -m "not tlc": no Java needed.
+PYTEST_WORKERS ?= 2
 test: setup lint
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow"
+
+test-slow: setup
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow
 
 # make ci: what CI runs (.ci/run): the tests, then the installed wheel judged from an empty folder.
 ci: test wheel-check

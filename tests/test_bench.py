@@ -1,101 +1,57 @@
-"""`python -m bench --quick` runs end to end and reports sane numbers.
-
-No timing assertions: the machine is shared and noisy; only that every
-section is there, every number is positive and finite (or a ratio, a count
-or a share, which may be zero), and nothing leaked.
-"""
+"""The benchmark's own logic on tiny inputs. No benchmark runs here: timing
+belongs to `make bench` (`python -m bench`), never to the tests; these check
+what its numbers become (JSON without infinities, ratios, the README block)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-pytestmark = pytest.mark.tlc
-
-# Numbers that may legitimately be zero.
-MAY_BE_ZERO = {
-    "seconds_if_not_caught",
-    "coverage",
-    "spread",
-    "processes",
-    "segments",
-    "faults_per_op",
-}
+from bench.__main__ import _finite
+from bench.common import median, ratio
+from bench.report import END, START, markdown, update_readme
 
 
-def numbers(value: Any, path: str = "") -> list[tuple[str, float]]:
-    """Every number in a JSON tree, with its path."""
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, (int, float)):
-        return [(path, value)]
-    if isinstance(value, dict):
-        return [n for k, v in value.items() for n in numbers(v, f"{path}.{k}")]
-    if isinstance(value, list):
-        return [n for i, v in enumerate(value) for n in numbers(v, f"{path}[{i}]")]
-    return []
+def test_results_json_has_no_infinity() -> None:
+    """A ratio over a zero time is infinite; JSON cannot hold it: None instead."""
+    results = {"a": [1.5, ratio(1.0, 0.0)], "b": {"c": -math.inf, "d": "text"}}
+    assert ratio(1.0, 0.0) == math.inf and ratio(3.0, 2.0) == 1.5
+    finite = _finite(results)
+    assert finite == {"a": [1.5, None], "b": {"c": None, "d": "text"}}
+    assert json.loads(json.dumps(finite, allow_nan=False)) == finite
+    assert median([3.0, 1.0, 2.0]) == 2.0
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("bench")
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "| refimpl / seed |" in proc.stdout or "refimpl / seed" in proc.stdout
-    return json.loads((out / "results.json").read_text())
+def test_the_report_says_how_it_was_measured_and_lists_notes() -> None:
+    meta = {"quick": True, "cpus": 2, "python": "3.11.7", "date": "2026-12-03", "seconds": 12.4}
+    text = markdown({"meta": meta, "notes": ["one note"]})
+    first = text.splitlines()[0]
+    assert "`python -m bench --quick`" in first and "2 cores" in first and "12 s" in first
+    assert "- one note" in text
+    assert "### Notes" in text and "put+get" not in text  # only what was measured
+    full = markdown({"meta": dict(meta, quick=False), "notes": []})
+    assert "--quick" not in full and "### Notes" not in full
 
 
-def test_every_section_is_there(results: dict[str, Any]) -> None:
-    assert results["meta"]["quick"] is True
-    store = results["store"]
-    contenders = {row["contender"] for row in store["throughput"]}
-    assert {"refimpl", "plain"} <= contenders
-    assert {row["readers"] for row in store["throughput"]} >= {1, 2}
-    assert store["profile"] and all(
-        abs(sum(p["shares"].values()) - 1) < 1e-6 for p in store["profile"]
-    )
-    assert [r["size"] for r in results["cpu"]] == ["64 B", "64 KiB"]
-    assert all(set(r["cpu_us"]) == {"refimpl", "seed", "plain"} for r in results["cpu"])
-    assert results["tlc"]["trivial"]["distinct_states"] > 0
-    assert [m["model"] for m in results["tlc"]["models"]] == ["MCRing"]
-    replay = results["replay"]
-    for section in ("corpus", "state_machine", "edge_coverage", "mutants"):
-        assert section in replay, section
-    from shmref.mutants import MUTATIONS
-
-    assert {m["mutant"] for m in replay["mutants"]} == set(MUTATIONS)
-    assert results["leaks"]["segments"] == [] and results["leaks"]["processes"] == []
-    assert results["leaks"]["segments_created"] > 0
+def test_the_readme_block_is_replaced_in_place_or_added(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{START}\nold table\n{END}\nafter\n")
+    update_readme(readme, "new table\n")
+    assert readme.read_text() == f"# x\n\nbefore\n{START}\nnew table\n{END}\nafter\n"
+    update_readme(readme, "newer\n")  # again: one block, not two
+    assert readme.read_text().count(START) == 1 and "new table" not in readme.read_text()
+    bare = tmp_path / "BARE.md"
+    bare.write_text("# y\n")
+    update_readme(bare, "table\n")
+    assert bare.read_text() == f"# y\n\n## Benchmarks\n\n{START}\ntable\n{END}\n"
 
 
-def test_numbers_are_positive_and_finite(results: dict[str, Any]) -> None:
-    found = numbers({k: v for k, v in results.items() if k != "leaks"})
-    assert len(found) > 100
-    for path, value in found:
-        assert math.isfinite(value), path
-        name = path.rsplit(".", 1)[-1]
-        if name in MAY_BE_ZERO or name.startswith("vs_") or "shares" in path:
-            assert value >= 0, path
-        else:
-            assert value > 0, path
+# -- the paired ratios, callgrind totals and conformance timings (bench/) --------------------
 
 
 def _rows(ref_rounds: list[float], seed_rounds: list[float]) -> list[dict[str, Any]]:

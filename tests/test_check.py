@@ -1,7 +1,8 @@
 """`make check` itself: the quick models come out as the table says, and a
 deliberately broken spec makes check.py fail.
 
-Needs Java and the TLC jar (skipped otherwise).
+Needs Java and the TLC jar (marked `tlc`; skipped without them). The run of
+every quick model and the two longest broken variants are `slow`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ try:
     find_jar()
 except TlcError as exc:  # pragma: no cover - depends on the machine
     pytest.skip(f"TLC not available: {exc}", allow_module_level=True)
+
+pytestmark = pytest.mark.tlc
 
 
 def run_check(*args: str) -> subprocess.CompletedProcess[str]:
@@ -84,6 +87,7 @@ def test_readme_table_is_generated_from_the_manifest() -> None:
         assert f"| {m.name} " in table
 
 
+@pytest.mark.slow
 def test_quick_models_match_the_manifest(tmp_path: Path) -> None:
     quick = [m for m in MANIFEST.models if m.quick]
     for model in quick:
@@ -210,19 +214,21 @@ def _only(spec_dir: Path, base: str, clause: str) -> check.Model:
             "MCStorageSmall",
         ),
         # free_buf's returned ids lose the first one
-        (
+        pytest.param(
             "ret |-> FreedIds(ids, s.ids)]",
             "ret |-> LET f == FreedIds(ids, s.ids) IN IF f = <<>> THEN f ELSE Tail(f)]",
             "PROPERTIES\n    FreeReturnsWhatItRemoves",
             "MCStorageSmall",
+            marks=pytest.mark.slow,
         ),
         # no id check (nor F2's re-check): a read of a reused chunk returns
         # another key's value, which the abstract cache never returns
-        (
+        pytest.param(
             "IdMatches(p, h) == hdr_id[p] = h[3]",
             "IdMatches(p, h) == TRUE",
             "PROPERTIES\n    AbstractSpec",
             "MCStorageFixedSmall",
+            marks=pytest.mark.slow,
         ),
     ],
 )

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.tlc
 MODELS = {m.name: m for m in manifest.load_manifest(SPEC / "models.toml").models}
 
 
+@pytest.mark.slow
 def test_distributed_mode_matches_the_manifest() -> None:
     model = MODELS["MCRingFixed"]
     result = deep.run_distributed(model, SPEC, workers=2, host="localhost", timeout=300)
@@ -33,6 +34,7 @@ def test_distributed_mode_matches_the_manifest() -> None:
     assert result.run.distinct_states == model.measured.distinct
 
 
+@pytest.mark.slow
 def test_distributed_mode_reproduces_a_hazard() -> None:
     result = deep.run_distributed(MODELS["MCIdWrapSeed"], SPEC, 2, "localhost", 300)
     assert result.verdict == "expected FAIL reproduced", result.detail

@@ -21,7 +21,8 @@ from shmref.paths import SPEC_DIR
 from shmref.replay import Replayer, read_constants
 from shmref.seedbuild import build_seed_module
 
-pytestmark = pytest.mark.tlc
+# one xdist worker builds the module's traces (a TLC run), not each worker
+pytestmark = [pytest.mark.tlc, pytest.mark.xdist_group("itf")]
 
 HERE = Path(__file__).resolve().parent
 FOREIGN = HERE / "itf_foreign_replay.py"

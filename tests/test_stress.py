@@ -1,14 +1,17 @@
-"""Multi-process stress (bench/stress.py): the writer puts and evicts while
-four reader processes verify checksums, each in its own order; 0 torn,
-0 foreign, 0 other errors under the protocol's assumption A1 (the session's
-leak guard adds 0 leaked segments). `make bench` runs 10**5
-puts beside the seed; here SHMREF_STRESS_PUTS (default 5000)."""
+"""Multi-process stress (bench/stress.py): the writer keeps putting and
+evicting while four reader processes verify checksums, each in its own order,
+so that a reclaim racing a read shows. Under the protocol's assumption A1
+every read is intact: 0 refused, 0 torn, 0 foreign, 0 other (the session's
+leak guard adds 0 leaked segments). The ring is small (STRESS_RING) so that
+the writer wraps while batches are still being read; a store that reclaims
+after one reader's read (mutant free_rule_without_n_readers) is caught, one
+of its readers made slow so that the race is certain on any machine.
+`make bench` runs 10**5 puts beside the seed; here PUTS."""
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
-import os
 import sys
 import threading
 from typing import Any
@@ -17,19 +20,83 @@ import pytest
 
 import refimpl
 from bench import stress
+from shmref.mutants import build_mutant
 from shmref.readers import checksummed
 
-PUTS = int(os.environ.get("SHMREF_STRESS_PUTS", 5_000))
+PUTS = 2_000
+# A ring about two batches large: the writer wraps while readers still read
+# the batches in flight, so an early reclaim overwrites an unread object.
+STRESS_RING = 1 << 19
+
+
+def stress_run(impl_name: str) -> stress.StressResult:
+    return stress.run(impl_name, PUTS, ring_bytes=STRESS_RING)
 
 
 def test_stress_writer_evicts_while_four_readers_verify(impl_name, capsys):
-    result = stress.run(impl_name, PUTS)
+    result = stress_run(impl_name)
     with capsys.disabled():
         print(f"\n{result.line()}")
     assert (result.torn, result.foreign, result.other) == (0, 0, 0), result.examples
-    assert result.reads == result.intact + result.refused
-    assert result.reads >= PUTS * stress.READERS
-    assert result.evicted > PUTS // 2 and result.waits > 0  # eviction really raced the reads
+    # under A1 no read may be refused: every reader reads every object, once
+    assert result.refused == 0, result.examples
+    assert result.reads == result.intact == PUTS * stress.READERS
+    # the writer put and evicted while reads were in flight, and outran the readers
+    assert result.evicted > PUTS // 2 and result.waits > 0
+
+
+ONE_SLOW_READER = """
+import os
+import time
+
+from {store} import *  # noqa: F403
+from {store} import SingleWriterShmObjectStorage as Broken
+
+
+class SingleWriterShmObjectStorage(Broken):
+    \"\"\"The store under test; the first reader to attach reads 1 ms slower per
+    object, so it lags behind the others on any machine.\"\"\"
+
+    slow = False
+
+    @staticmethod
+    def create_from_handle(handle):
+        reader = Broken.create_from_handle(handle)
+        reader.__class__ = SingleWriterShmObjectStorage
+        try:
+            os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL))
+            reader.slow = True
+        except FileExistsError:
+            pass
+        return reader
+
+    def get(self, *args, **kwargs):
+        if self.slow:
+            time.sleep(0.001)
+        return super().get(*args, **kwargs)
+"""
+
+
+@pytest.mark.parametrize("broken", [True, False], ids=["reclaims-early", "refimpl"])
+def test_the_stress_catches_a_store_that_reclaims_before_every_reader_read(
+    tmp_path, monkeypatch, broken
+):
+    """The stress test must be able to fail: refimpl reclaiming an object
+    after one reader's read (mutant free_rule_without_n_readers) overwrites
+    objects that a slower reader has yet to read. One reader is made slow, so
+    that it lags behind the others whatever the machine; refimpl with the
+    same slow reader waits for it and loses no read."""
+    store = build_mutant("free_rule_without_n_readers").__name__ if broken else "refimpl"
+    module = tmp_path / f"one_slow_reader_of_{store}.py"
+    module.write_text(ONE_SLOW_READER.format(store=store, marker=str(tmp_path / "slow")))
+    monkeypatch.syspath_prepend(str(tmp_path))  # spawned readers inherit sys.path
+    result = stress_run(module.stem)
+    assert (tmp_path / "slow").is_file()  # one reader was slow
+    if broken:
+        assert result.refused + result.torn + result.foreign > 0, result.line()
+        assert result.intact < PUTS * stress.READERS
+    else:
+        assert result.ok and result.intact == PUTS * stress.READERS, result.line()
 
 
 def test_the_stress_counts_torn_foreign_and_refused_reads():

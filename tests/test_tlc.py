@@ -7,7 +7,11 @@ The TLC runs happen once per module, concurrently (TLC spends most of its
 
 from __future__ import annotations
 
+import os
+import pickle
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,6 +45,8 @@ from shmref.tlc import (
 )
 
 FIX = Path(__file__).resolve().parent / "tlc_fixtures"
+# one xdist worker makes the module's TLC runs (the `runs` fixture), not each worker
+pytestmark = pytest.mark.xdist_group("tlc-runs")
 
 
 def _tlc_available() -> bool:
@@ -522,6 +528,28 @@ def test_frozen_dict() -> None:
     with pytest.raises(TypeError):
         d["a"] = 2  # type: ignore[index]
     assert dict(d) == {"a": 1, "b": (1, 2)} and "FrozenDict" in repr(d)
+
+
+def test_frozen_dict_unpickled_in_another_process_still_hashes_equal() -> None:
+    """Traces are cached as pickles; str hashes differ between processes, so a
+    hash cached in the pickling process must not travel with the pickle."""
+    script = (
+        "import pickle, sys\n"
+        "from shmref.tlc.values import FrozenDict\n"
+        "d = FrozenDict({'size': 3, 'id': 0}); hash(d)\n"
+        "sys.stdout.buffer.write(pickle.dumps(frozenset({d})))\n"
+    )
+    made = [
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            check=True,
+        ).stdout
+        for seed in (1, 2)
+    ]
+    here = frozenset({FrozenDict({"id": 0, "size": 3})})
+    assert [pickle.loads(data) for data in made] == [here, here]
 
 
 def test_parse_state_forms() -> None:

@@ -122,7 +122,13 @@ def dropped_step(log: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize(
     "tamper",
-    [tampered_address, tampered_outcome, tampered_value, tampered_freed, dropped_step],
+    [
+        tampered_outcome,
+        pytest.param(tampered_address, marks=pytest.mark.slow),
+        pytest.param(tampered_value, marks=pytest.mark.slow),
+        tampered_freed,
+        pytest.param(dropped_step, marks=pytest.mark.slow),
+    ],
     ids=lambda f: f.__name__,
 )
 def test_tampered_recording_is_rejected(recording, tamper, is_refimpl):
@@ -299,7 +305,15 @@ def _counted_step(states: list[dict[str, Any]]) -> int:
     return next(k for k in range(20, len(states)) if any(states[k]["counts"].values()))
 
 
-@pytest.mark.parametrize("variable", ["data_buffer_end", "counts", "key_index", "metadata"])
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "counts",
+        "key_index",
+        pytest.param("data_buffer_end", marks=pytest.mark.slow),
+        pytest.param("metadata", marks=pytest.mark.slow),
+    ],
+)
 def test_tampered_observation_is_rejected_naming_the_variable(observed, variable, is_refimpl):
     """The recorded calls are right, the state shown after one is not."""
     if not is_refimpl:

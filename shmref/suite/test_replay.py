@@ -50,6 +50,7 @@ def test_simulation_corpus_replays(impl, corpus, model):
     assert steps > 1000 and len(actions) >= 4
 
 
+@pytest.mark.slow
 def test_allocator_state_graph_every_edge(impl):
     """Paths through MCRing's whole state graph that cover every edge."""
     graph = state_graph("MCRing")  # TLC -dump dot, cached by the spec's hash

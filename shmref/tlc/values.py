@@ -43,6 +43,14 @@ class FrozenDict(Mapping[Any, Any]):
             self._hash = hash(frozenset(self._data.items()))
         return self._hash
 
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[Any, Any]]]:
+        """Pickled without the cached hash: str hashes differ between processes."""
+        return FrozenDict, (self._data,)
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        """A pickle of an older version (its slots, hash included): the hash is dropped."""
+        self._data, self._hash = dict(state[1]["_data"]), None
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
             return self._data == dict(other.items())
