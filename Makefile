@@ -39,8 +39,9 @@ test: setup lint
 test-slow: setup
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow
 
-# make ci: what CI runs (.ci/run): the tests, then the installed wheel judged from an empty folder.
-ci: test wheel-check
+# make ci: what CI runs (.ci/run): the tests, the slow tier, then the installed
+# wheel judged from an empty folder.
+ci: test test-slow wheel-check
 
 wheel-check: setup
 	PYTHON=$(PYTHON) bash .ci/wheel-check
