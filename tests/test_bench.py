@@ -107,3 +107,16 @@ def test_conformance_table_flags_a_run_over_its_target() -> None:
     over = "\n".join(conformance_tables([dict(row, wall_s=61.0, within_target=False)]))
     assert "within 60 s" in within and "over" not in within
     assert "**over** 60 s" in over
+
+
+def test_readme_bench_section_is_generated_from_bench_results_json() -> None:
+    """README's tables are bench/results.json rendered (make bench --update-readme);
+    an edited number in either makes this fail."""
+    from bench.__main__ import merge
+
+    repo = Path(__file__).resolve().parents[1]
+    results = json.loads((repo / "bench" / "results.json").read_text("utf-8"))
+    readme = (repo / "README.md").read_text("utf-8")
+    assert f"{START}\n{markdown(merge([results]))}{END}" in readme
+    results["meta"]["python"] = "tampered"  # a broken input: no longer matches
+    assert f"{START}\n{markdown(merge([results]))}{END}" not in readme
