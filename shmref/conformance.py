@@ -58,7 +58,7 @@ from shmref.driver import Driver
 from shmref.hazards import HAZARDS, Hazard, hazard_check, hazard_trace, replay_hazard
 from shmref.impl import load_impl
 from shmref.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir, checkout
-from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_recording
+from shmref.recorder import Recorder, Recording, random_workload, validate_either
 from shmref.seedbuild import SeedError, default_seed_path
 from shmref.testgroups import (
     NOT_RUN_GROUPS,
@@ -135,19 +135,6 @@ def record(impl: ModuleType, steps: int, seed: int) -> Recording:
     return recording
 
 
-def validate_either(recording: Recording, out_dir: Path | None = None) -> Validation:
-    """Accepted by the spec of refimpl's protocol (FIXED) or of the seed's."""
-    fixed = validate_recording(
-        recording, switches={"FIXED": True}, out_dir=out_dir / "fixed" if out_dir else None
-    )
-    if fixed.accepted:
-        return fixed
-    seed = validate_recording(
-        recording, switches={"FIXED": False}, out_dir=out_dir / "seed" if out_dir else None
-    )
-    return seed if seed.accepted or seed.matched > fixed.matched else fixed
-
-
 def validation_check(
     name: str,
     recordings: list[tuple[Path, Recording | Exception]],
@@ -186,7 +173,7 @@ def validation_check(
         if verdict.is_file():
             notes.append(verdict.read_text().strip() + " (cached verdict)")
             continue
-        result = validate_either(recording, out / "trace" / path.stem)
+        result = validate_either(recording, out_dir=out / "trace" / path.stem)
         if result.accepted:
             note = f"{len(recording.log)} steps accepted (FIXED={result.switches['FIXED']})"
             verdict.write_text(note + "\n")

@@ -42,3 +42,45 @@ def test_tlc_and_slow_select_what_they_claim() -> None:
     slow_or_pure = collected("slow or not tlc")
     assert {SLOW_TLC, SLOW_PURE, PURE, QUICK_PURE} <= slow_or_pure, sorted(slow_or_pure)
     assert QUICK_TLC not in slow_or_pure
+
+
+def suite_collect(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-p", "no:xdist", "--shmref-impl", "refimpl", *args, "shmref/suite"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_level_markers_select_their_conformance_groups() -> None:
+    """`-m hardened` etc. (shmref/suite/conftest.py) keep exactly the tests of
+    that level's groups (shmref.testgroups), and no level takes a checker's
+    own self-test (not part of any group)."""
+    from shmref.testgroups import LEVEL_MARKERS, TEST_GROUPS, group_of
+
+    selected: dict[str, set[str]] = {}
+    for level, marker in LEVEL_MARKERS.items():
+        done = suite_collect("-m", marker)
+        assert done.returncode == 0, done.stdout[-2000:]
+        nodes = {ln.split("suite/", 1)[1] for ln in done.stdout.splitlines() if "::" in ln}
+        assert nodes, marker
+        for node in nodes:
+            group = group_of(node, TEST_GROUPS)
+            assert group is not None and group.level == level, (marker, node)
+        selected[marker] = nodes
+    assert any("TestBadInput" in n for n in selected["hardened"])
+    assert not any("TestBadInput" in n for n in selected["seed_compatible"])
+    every = set().union(*selected.values())
+    assert not any("catches_injected_bugs" in n for n in every)
+    # a broken input: a node no group selects gets no level
+    assert group_of("test_ring.py::test_not_in_any_group", ()) is None
+
+
+def test_an_unknown_profile_is_one_usage_error() -> None:
+    done = suite_collect("--shmref-profile", "no-such-profile")
+    assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "unknown shmref profile 'no-such-profile'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from shmref import tlc
 from shmref.paths import SPEC_DIR
-from shmref.recorder import Recorder, Recording, Validation, random_workload
+from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_either
 from shmref.replay import Replayer, ReplayReport
 from shmref.testing.machine import StoreMachine, TraceSeededMachine, machine_for
 
@@ -54,9 +54,7 @@ def record(impl: ModuleType, steps: int = 150, seed: int = 1) -> Recording:
 def validate(recording: Recording, out_dir: Path | None = None) -> Validation:
     """TLC's verdict: is `recording` a behaviour of the spec (of refimpl's
     protocol, or else of the seed's), as in a conformance run?"""
-    from shmref.conformance import validate_either
-
-    return validate_either(recording, out_dir)
+    return validate_either(recording, out_dir=out_dir)
 
 
 def simulate(model: str, num: int, depth: int, seed: int) -> list[tlc.Trace]:
