@@ -125,13 +125,15 @@ class Recorder:
         return self._add("release_touches", self._call("release_touches"))
 
     def free_unused(self) -> Outcome:
-        metadata = getattr(self.driver.ring, "metadata", None)
-        before = list(metadata) if metadata is not None else None
+        """Logged with the ids it freed, oldest first: the live ids before and
+        after come from the contract (`is_cached`, through Driver.observe),
+        their age from the order of this log's puts."""
+        before = set(self.driver.observe()["metadata"])
         outcome = self._call("free_unused")
-        if before is None:  # an implementation without the ring's metadata
-            return self._add("free_unused", outcome)
-        after = set(self.driver.ring.metadata)
-        freed = tuple(i for i in before if i not in after)
+        gone = before - set(self.driver.observe()["metadata"])
+        placed = [e["handle"][2] for e in self.log if e["name"] == "put" and e["handle"]]
+        last_put = {monotonic_id: k for k, monotonic_id in enumerate(placed)}
+        freed = tuple(sorted(gone, key=lambda i: last_put.get(i, -1)))
         return self._add("free_unused", outcome, freed=freed)
 
     def clear(self) -> Outcome:
