@@ -342,7 +342,7 @@ class Report:
 def fingerprint(quick: bool, levels: Sequence[str]) -> str:
     """What a cached seed baseline depends on: the options, the oracle, the
     tests, the spec and the seed."""
-    digest = hashlib.sha256(repr((quick, sorted(levels), bool(tlc_missing()))).encode())
+    digest = hashlib.sha256(repr((quick, sorted(levels), bool(tlc.unavailable()))).encode())
 
     files = sorted(
         [
@@ -455,7 +455,7 @@ def run(
 
     # TLC (no shared memory) runs in threads while pytest runs.
     traces: dict[str, tuple[tlc.Trace | None, str]] = {}
-    no_tlc = tlc_missing()
+    no_tlc = tlc.unavailable()
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
 
@@ -538,16 +538,6 @@ def run(
     (out / "conformance.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
     (out / "conformance.md").write_text(report.markdown(out))
     return report
-
-
-def tlc_missing() -> str:
-    """'' if TLC can run here, else `not run: missing ...` saying what to install."""
-    try:
-        tlc.find_java()
-        tlc.find_jar()
-    except tlc.TlcError as exc:
-        return f"not run: missing TLC ({exc})"
-    return ""
 
 
 def load_checked(module: str) -> tuple[ModuleType | None, str]:

@@ -84,3 +84,21 @@ def test_an_unknown_profile_is_one_usage_error() -> None:
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
     assert "unknown shmref profile 'no-such-profile'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_without_tlc_a_tlc_test_is_not_run_with_what_to_install() -> None:
+    """A `tlc` test of the suite where the jar is missing is skipped as `not
+    run: missing TLC (...)` (so conformance reports it not run), never an error."""
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist"]
+        + ["--shmref-impl", "refimpl", "shmref/suite/test_replay.py", "-k", "MCStorage"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TLA2TOOLS_JAR": "/nonexistent/tla2tools.jar"},
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "1 skipped" in done.stdout and "not run: missing TLC" in done.stdout, done.stdout

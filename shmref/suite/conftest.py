@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shmref import pytest_plugin
+from shmref import pytest_plugin, tlc
 from shmref.contract import MissingCapability
 from shmref.impl import load_impl
 from shmref.paths import SUITE_DIR
@@ -49,9 +49,7 @@ def tlc_available(request: pytest.FixtureRequest) -> None:
     missing TLC (what to install)`, never an error deep inside TLC's runner."""
     if request.node.get_closest_marker("tlc") is None:
         return
-    from shmref.conformance import tlc_missing
-
-    missing = tlc_missing()
+    missing = tlc.unavailable()
     if missing:
         pytest.skip(missing)
 

@@ -20,7 +20,7 @@ from shmref.tlc.graph import (
     parse_dot,
     path_to_trace,
 )
-from shmref.tlc.run import TlcRun, find_jar, find_java, run_tlc
+from shmref.tlc.run import TlcRun, find_jar, find_java, run_tlc, unavailable
 from shmref.tlc.toolout import (
     Message,
     State,
@@ -46,6 +46,7 @@ __all__ = [
     "edge_coverage",
     "find_jar",
     "find_java",
+    "unavailable",
     "parse_dot",
     "parse_simulation_file",
     "parse_state",

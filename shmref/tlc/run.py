@@ -64,6 +64,17 @@ def find_java() -> str:
     return java
 
 
+def unavailable() -> str:
+    """'' if TLC can run here, else `not run: missing TLC (...)` saying what to
+    install: the reason of every property that needs TLC."""
+    try:
+        find_java()
+        find_jar()
+    except TlcError as exc:
+        return f"not run: missing TLC ({exc})"
+    return ""
+
+
 @dataclass
 class TlcRun:
     """What one TLC run found.  ``outcome`` is one of ok, invariant, deadlock,
