@@ -43,14 +43,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[Any]:
         pytest.skip(str(exc))
 
 
-@pytest.fixture(autouse=True)
-def tlc_available(request: pytest.FixtureRequest) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test that needs TLC where Java or the jar is missing is `not run:
-    missing TLC (what to install)`, never an error deep inside TLC's runner."""
-    if request.node.get_closest_marker("tlc") is None:
-        return
-    missing = tlc.unavailable()
-    if missing:
+    missing TLC (what to install)`, never an error deep inside TLC's runner;
+    decided before any fixture (a module's corpus) would call TLC."""
+    if item.get_closest_marker("tlc") is not None and (missing := tlc.unavailable()):
         pytest.skip(missing)
 
 
