@@ -58,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("seed_compatible", "the seed's values, exceptions, ids and bytes"),
         ("hardened", "refimpl's fixes of FINDINGS.md (optional; the seed fails them)"),
         ("protocol_safe", "replays, state machines: the spec's protocol"),
+        ("seed_layout", "the seed's byte layout (optional: a claim of its own)"),
     ):
         config.addinivalue_line("markers", f"{marker}: a test of the conformance level {level}")
     if active(config):

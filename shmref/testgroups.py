@@ -33,9 +33,6 @@ from shmref.verdict import (
     shell,
 )
 
-# a level as a pytest marker of the suite's tests (registered by shmref.pytest_plugin)
-LEVEL_MARKERS = {SEED: "seed_compatible", HARDENED: "hardened", PROTOCOL: "protocol_safe"}
-
 
 @dataclass(frozen=True)
 class TestGroup:

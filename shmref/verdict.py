@@ -14,24 +14,36 @@ from types import ModuleType
 from shmref.paths import checkout
 from shmref.seedbuild import SEED_ENV
 
-SEED, HARDENED, PROTOCOL = "seed-compatible", "hardened", "protocol-safe"
-LEVELS = (SEED, HARDENED, PROTOCOL)
+SEED, HARDENED, PROTOCOL, LAYOUT = "seed-compatible", "hardened", "protocol-safe", "seed-layout"
+LEVELS = (SEED, HARDENED, PROTOCOL, LAYOUT)
+# a level as a pytest marker of the suite's tests (registered by shmref.pytest_plugin)
+LEVEL_MARKERS = {
+    SEED: "seed_compatible",
+    HARDENED: "hardened",
+    PROTOCOL: "protocol_safe",
+    LAYOUT: "seed_layout",
+}
 LEVEL_MEANING = {
-    SEED: "the seed's values, exception types, ids, addresses and segment bytes "
-    "(refimpl's where it fixes a documented finding)",
+    SEED: "the seed's behaviour through the API: values, exception types, what is "
+    "cached and reclaimed (refimpl's where it fixes a documented finding)",
     HARDENED: "refimpl's fixes: clear errors for bad input and the findings each "
     "property names (optional)",
     PROTOCOL: "none of the spec's hazards: replays, state machines and a recorded run "
     "agree with the spec; no hazard counterexample returns a wrong value",
+    LAYOUT: "the seed's bytes: offsets, endianness, the secret's place, its readers "
+    "and writer on one segment with the implementation's (optional: a claim of its own)",
 }
-PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR = (
+PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT = (
     "pass",
     "FAIL",
     "skip",
     "not run",
     "assumption",
     "ERROR",
+    "CRASH",  # the implementation's process died (a signal, or exited) during the property
+    "TIMEOUT",  # the property ran past --timeout; its process was killed
 )
+BAD = (FAIL, ERROR, CRASH, TIMEOUT)  # statuses that fail a level
 
 
 @dataclass
@@ -41,7 +53,7 @@ class Check:
     level: str
     name: str
     what: str
-    status: str  # pass, FAIL, skip, not run, assumption, ERROR
+    status: str  # pass, FAIL, ERROR, CRASH, TIMEOUT, skip, not run, assumption
     cases: str = ""
     detail: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)  # trace, command, case
@@ -85,7 +97,7 @@ def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> 
     if level not in levels:
         return NOT_RUN
     statuses = {c.status for c in checks if c.level == level}
-    if statuses & {FAIL, ERROR}:
+    if statuses & set(BAD):
         return FAIL
     if PASS in statuses:
         return PASS

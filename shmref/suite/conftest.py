@@ -15,7 +15,8 @@ from shmref import pytest_plugin, tlc
 from shmref.contract import MissingCapability
 from shmref.impl import load_impl
 from shmref.paths import SUITE_DIR
-from shmref.testgroups import LEVEL_MARKERS, TEST_GROUPS, group_of
+from shmref.testgroups import TEST_GROUPS, group_of
+from shmref.verdict import LEVEL_MARKERS
 
 
 @pytest.fixture(scope="session")
