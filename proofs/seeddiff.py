@@ -98,7 +98,9 @@ def _seed_text_path() -> Path:
     with suppress(ImportError):
         from shmref.seedbuild import default_seed_path
 
-        return default_seed_path()
+        found = default_seed_path()
+        if found is not None:
+            return found
     env = os.environ.get("SHMREF_SEED")
     if env:
         return Path(env)

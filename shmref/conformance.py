@@ -51,22 +51,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from shmref import contract, tables, tlc
-from shmref.driver import Driver
 from shmref.hazards import HAZARDS, Hazard, hazard_check, hazard_trace, replay_hazard
 from shmref.impl import load_impl
+from shmref.isolation import Outcome, child_env, run_isolated, signal_text
 from shmref.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir, checkout
-from shmref.recorder import Recorder, Recording, random_workload, validate_either
-from shmref.seedbuild import SeedError, default_seed_path
+from shmref.recorder import Recording, validate_either
+from shmref.seedbuild import MISSING_SEED, SeedError, SeedMissing, default_seed_path
 from shmref.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
     TestGroup,
     failure_trace,
     pytest_checks,
-    run_suite,
 )
 from shmref.testing import profiles
 from shmref.verdict import (
@@ -86,6 +85,7 @@ from shmref.verdict import (
     level_status,
     shell,
 )
+from shmref.worker import RECORDING_UNIT
 
 __all__ = [  # what tests and tools import from here
     "ASSUMPTION",
@@ -116,30 +116,12 @@ __all__ = [  # what tests and tools import from here
 
 # -- trace validation -----------------------------------------------------------------------
 
-WORKLOAD = {"n_units": 8, "n_readers": 2, "id_max": 5, "max_obj": 3}
-
-
-def record(impl: ModuleType, steps: int, seed: int) -> Recording:
-    with Driver(
-        impl,
-        WORKLOAD["n_units"],
-        n_readers=WORKLOAD["n_readers"],
-        id_max=WORKLOAD["id_max"],
-        max_obj=WORKLOAD["max_obj"],
-    ) as driver:
-        recorder = Recorder(driver)
-        try:
-            random_workload(recorder, steps, seed)
-        finally:
-            recording = recorder.recording()
-    return recording
-
 
 def validation_check(
     name: str,
     recordings: list[tuple[Path, Recording | Exception]],
     out: Path,
-    impl: ModuleType | None = None,
+    impl: ModuleType | str | None = None,
 ) -> Check:
     what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
     check = Check(PROTOCOL, "trace validation", what, PASS)
@@ -350,7 +332,7 @@ def fingerprint(quick: bool, levels: Sequence[str]) -> str:
             *SPEC_DIR.glob("*.tla"),
             *SPEC_DIR.glob("*.cfg"),
             *REFIMPL_DIR.glob("*.py"),
-            default_seed_path(),
+            *([seed] if (seed := default_seed_path()) else []),
         ]
     )
     for path in files:
@@ -364,10 +346,18 @@ class SeedBaseline:
     the run's fingerprint), or made by a conformance run of the seed in a
     child process that works beside this run (2 cores: one each)."""
 
-    def __init__(self, quick: bool, levels: Sequence[str], all_groups: bool) -> None:
+    def __init__(
+        self,
+        quick: bool,
+        levels: Sequence[str],
+        all_groups: bool,
+        timeout: float = 300.0,
+        call_timeout: float = 20.0,
+    ) -> None:
         key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
         self.folder = cache_dir("seed-baseline") / key
         self.args = ["--quick"] * quick + ["--all-groups"] * all_groups
+        self.args += ["--timeout", str(timeout), "--call-timeout", str(call_timeout)]
         self.args += [arg for level in levels for arg in ("--level", level)]
         self.child: subprocess.Popen[bytes] | None = None
         self.work: Path | None = None
@@ -376,8 +366,8 @@ class SeedBaseline:
         if (self.folder / "conformance.json").is_file():
             return
         seed = default_seed_path()
-        if not seed.is_file():
-            raise SeedError(f"seed file not found: {seed} (set SHMREF_SEED)")
+        if seed is None or not seed.is_file():
+            raise SeedMissing(MISSING_SEED)
         self.work = Path(tempfile.mkdtemp(prefix=self.folder.name + "-", dir=self.folder.parent))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         command = [sys.executable, "-m", "shmref.conformance", "--impl", "seed", "--no-baseline"]
@@ -423,6 +413,31 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
 # -- the run -------------------------------------------------------------------------------
 
 
+DEFAULT_TIMEOUT = 300.0  # seconds per property (the longest take about a minute on 2 cores)
+DEFAULT_CALL_TIMEOUT = 20.0  # seconds one call into the implementation may take
+
+
+def fresh(out: Path) -> None:
+    """No report of an earlier run may stand in `out` as if it were this one's."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("conformance.json", "conformance.md"):
+        (out / stale).unlink(missing_ok=True)
+    for folder in ("failures", "trace"):
+        shutil.rmtree(out / folder, ignore_errors=True)
+    for old in out.glob("worker-*"):
+        old.unlink(missing_ok=True)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def selected_groups(quick: bool, levels: Sequence[str], all_groups: bool) -> list[TestGroup]:
+    return [g for g in TEST_GROUPS if (g.quick or not quick or all_groups) and g.level in levels]
+
+
 def run(
     name: str,
     out: Path,
@@ -432,91 +447,87 @@ def run(
     baseline: bool = True,
     all_groups: bool = False,
     shrink: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    impl_root: str | None = None,
 ) -> Report:
-    """One conformance run. `all_groups`: every pytest group even when
-    `quick` (every property name, with quick TLC and recordings); `shrink`
-    False: failing examples are not shrunk (verdicts only)."""
+    """One conformance run; the implementation runs in child processes
+    (shmref.isolation), never here. `all_groups`: every pytest group even
+    when `quick` (every property name, with quick TLC and recordings);
+    `shrink` False: failing examples are not shrunk (verdicts only)."""
     started = time.monotonic()
-    out.mkdir(parents=True, exist_ok=True)
-    impl = load_impl(name)
-    groups = [g for g in TEST_GROUPS if (g.quick or not quick or all_groups) and g.level in levels]
+    fresh(out)
+    groups = selected_groups(quick, levels, all_groups)
     not_run = [NOT_RUN_GROUPS] + [
         g.select for g in TEST_GROUPS if g not in groups and g.level in levels
     ]
     seed_run: SeedBaseline | None = None
     seed_problem = ""
     if baseline and name != "shmref_seed":
-        seed_run = SeedBaseline(quick, levels, all_groups)
+        seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout)
         try:
             seed_run.start()
         except SeedError as exc:
             seed_run, seed_problem = None, str(exc)
     protocol = PROTOCOL in levels
-
-    # TLC (no shared memory) runs in threads while pytest runs.
-    traces: dict[str, tuple[tlc.Trace | None, str]] = {}
     no_tlc = tlc.unavailable()
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
 
     def fetch_traces() -> None:
-        for hazard in HAZARDS:
-            if no_tlc:
-                traces[hazard.model] = (None, no_tlc)
-                continue
+        """TLC (no shared memory) warms the hazards' cache while the child works."""
+        for hazard in HAZARDS if not no_tlc else ():
             try:
-                traces[hazard.model] = hazard_trace(
-                    hazard.model, run_missing=not quick or hazard.quick
-                )
-            except tlc.TlcError as exc:
-                traces[hazard.model] = (None, f"TLC failed: {exc}")
+                hazard_trace(hazard.model, run_missing=not quick or hazard.quick)
+            except tlc.TlcError:
+                pass  # the child reports it on the hazard's property
 
-    recordings: list[tuple[Path, Recording | Exception]] = []
-    for seed in ((1,) if quick else (1, 2)) if protocol else ():
-        path = out / f"recording-{seed}.json"
-        path.unlink(missing_ok=True)
-        try:
-            recording = record(impl, 150 if quick else 300, seed)
-            recording.save(path)
-            recordings.append((path, recording))
-        except Exception as exc:  # reported as the check's error
-            recordings.append((path, exc))
-    validation: list[Check] = []
-
-    def validate() -> None:
-        if no_tlc:
-            validation.append(Check(PROTOCOL, "trace validation", "", NOT_RUN, detail=no_tlc))
-            return
-        try:
-            validation.append(validation_check(name, recordings, out, impl))
-        except tlc.TlcError as exc:
-            validation.append(Check(PROTOCOL, "trace validation", "", ERROR, detail=str(exc)))
-
-    threads = [threading.Thread(target=fetch_traces), threading.Thread(target=validate)]
-    for thread in threads if protocol else ():
-        thread.start()
+    fetcher = threading.Thread(target=fetch_traces)
+    if protocol:
+        fetcher.start()
     profile = profiles.for_run(quick, shrink)
-    code, cases, collect_errors = run_suite(name, groups, out, profile) if groups else (0, [], "")
-    for thread in threads if protocol else ():
-        thread.join()
+    recordings: list[dict[str, Any]] = [
+        {"path": str(out / f"recording-{seed}.json"), "steps": 150 if quick else 300, "seed": seed}
+        for seed in (((1,) if quick else (1, 2)) if protocol else ())
+    ]
+    for item in recordings:
+        Path(item["path"]).unlink(missing_ok=True)
+    job = {
+        "name": name,
+        "impl_arg": impl_arg(name),
+        "out": str(out),
+        "profile": profile,
+        "levels": list(levels),
+        "groups": [g.label for g in groups],
+        "recordings": recordings,
+        "hazards": [h.model for h in HAZARDS] if protocol else [],
+        "run_missing": not quick,
+    }
+    outcome = run_isolated(job, out, timeout, call_timeout)
+    if protocol:
+        fetcher.join()
 
-    checks: list[Check] = []
-    if groups and (collect_errors or not cases):
+    checks: list[Check] = [
+        Check(levels[0], "the run", "the implementation's processes", ERROR, detail=problem)
+        for problem in outcome.problems
+    ]
+    if groups and (outcome.collect_errors or not (outcome.cases or outcome.incidents)):
         checks.append(
             Check(
                 groups[0].level,
                 "pytest",
                 "the test run",
                 ERROR,
-                detail=f"pytest exited {code}: "
-                + (collect_errors or "no test ran (see pytest.log)").strip()[-500:],
+                detail=(
+                    "\n".join(outcome.collect_errors) or "no test ran (see worker-*.log)"
+                ).strip()[-500:],
             )
         )
-    checks += pytest_checks(name, groups, cases, impl, profile)
-    for hazard in HAZARDS if protocol else ():
-        trace, source = traces.get(hazard.model, (None, "no trace"))
-        checks.append(hazard_check(name, impl, hazard, trace, source)[0])
-    checks += validation
+    root = impl_root if impl_root is not None else ""
+    checks += pytest_checks(
+        name, groups, list(outcome.cases.values()), root or None, profile, outcome.incidents
+    )
+    checks += isolated_protocol_checks(name, out, outcome, protocol, no_tlc, root or None)
     run_levels = tuple(level for level in LEVELS if level in levels)
     seed_levels: dict[str, str] = {}
     if name == "shmref_seed":
@@ -532,30 +543,100 @@ def run(
         for check in checks:
             check.seed = "no seed"
         not_run.append(f"the seed baseline ({seed_problem})")
+    if outcome.removed:
+        not_run.append(
+            f"removed from /dev/shm what the implementation's dead processes left: "
+            f"{', '.join(outcome.removed)}"
+        )
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
     )
-    (out / "conformance.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
-    (out / "conformance.md").write_text(report.markdown(out))
+    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
+    write_atomically(out / "conformance.md", report.markdown(out))
     return report
 
 
-def load_checked(module: str) -> tuple[ModuleType | None, str]:
-    """The module, or None and one line saying why it cannot be judged."""
-    try:
-        impl = load_impl(module)
-    except Exception as exc:  # any import failure is the module's: say so in one line
-        return None, f"{module}: does not import: {type(exc).__name__}: {exc}"
-    lacking = contract.missing(impl)
-    if lacking:
-        return None, (
-            f"{module}: lacks what the contract (shmref.contract) requires: " + ", ".join(lacking)
+def isolated_protocol_checks(
+    name: str, out: Path, outcome: Outcome, protocol: bool, no_tlc: str, root: str | None
+) -> list[Check]:
+    """The hazard replays the child judged (or lost), and trace validation of
+    its recordings, which TLC does here."""
+    if not protocol:
+        return []
+    checks = [Check(**data) for data in outcome.checks]
+    judged = {c.name for c in checks}
+    for hazard in HAZARDS:
+        unit = (PROTOCOL, f"hazard {hazard.model}")
+        if unit[1] not in judged:
+            incident = outcome.incidents.get(unit)
+            status, detail = (
+                (incident.status, incident.detail) if incident else (ERROR, "no result")
+            )
+            checks.append(Check(PROTOCOL, unit[1], hazard.what, status, detail=detail))
+    incident = outcome.incidents.get(RECORDING_UNIT)
+    what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
+    if incident is not None:
+        checks.append(
+            Check(PROTOCOL, RECORDING_UNIT[1], what, incident.status, detail=incident.detail)
         )
-    return impl, ""
+        return checks
+    if no_tlc:
+        checks.append(Check(PROTOCOL, RECORDING_UNIT[1], what, NOT_RUN, detail=no_tlc))
+        return checks
+    recordings: list[tuple[Path, Recording | Exception]] = []
+    for path, error, missing in outcome.recordings:
+        if error is None:
+            recordings.append((Path(path), Recording.load(Path(path))))
+        else:
+            problem = contract.MissingCapability(error) if missing else RuntimeError(error)
+            recordings.append((Path(path), problem))
+    try:
+        checks.append(validation_check(name, recordings, out, root))
+    except tlc.TlcError as exc:
+        checks.append(Check(PROTOCOL, RECORDING_UNIT[1], what, ERROR, detail=str(exc)))
+    return checks
+
+
+def load_checked(module: str) -> tuple[dict[str, str] | None, str]:
+    """What a child process found of `module` (its name and import root), or
+    None and one line saying why it cannot be judged. The import happens in
+    the child: a module that crashes on import does not take the oracle down."""
+    found = subprocess.run(
+        [sys.executable, "-m", "shmref.worker", "--check", module],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+    lines = found.stdout.strip().splitlines()
+    if found.returncode == 0 and lines:
+        answer: dict[str, str] = json.loads(lines[-1])
+        return (None, answer["problem"]) if answer.get("problem") else (answer, "")
+    tail = (found.stderr.strip().splitlines() or [""])[-1]
+    return None, f"{module}: importing it {signal_text(found.returncode)}: {tail}".rstrip(": ")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad options are one line (and exit 2), never a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m shmref.conformance",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -579,6 +660,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         choices=LEVELS,
         help="run only the checks of this level (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"a property still running after this long is TIMEOUT (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--call-timeout",
+        type=seconds,
+        default=DEFAULT_CALL_TIMEOUT,
+        metavar="SECONDS",
+        help="one call into the implementation that has not returned after this long makes "
+        f"its property TIMEOUT (default {DEFAULT_CALL_TIMEOUT:g})",
     )
     parser.add_argument(
         "--no-baseline",
@@ -607,12 +703,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if result.accepted else 1
     if not args.impl:
         parser.error("--impl MODULE is required")
-    impl, problem = load_checked(args.impl)
-    if impl is None:
+    found, problem = load_checked(args.impl)
+    if found is None:
         print(problem, file=sys.stderr)
         return 2
-    name = impl.__name__
+    name = found["name"]
     if args.hazard:
+        impl = load_impl(args.impl)
         hazards = {h.model: h for h in HAZARDS}
         if args.hazard not in hazards:
             parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
@@ -640,6 +737,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         baseline=not args.no_baseline,
         shrink=not args.no_shrink,
         all_groups=args.all_groups,
+        timeout=args.timeout,
+        call_timeout=args.call_timeout,
+        impl_root=found.get("root") or "",
     )
     rows = []
     for level in LEVELS:

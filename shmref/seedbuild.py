@@ -45,14 +45,25 @@ class SeedError(RuntimeError):
     """The seed is missing or does not contain what the extractor expects."""
 
 
-def default_seed_path() -> Path:
+class SeedMissing(SeedError):
+    """No seed file: what needs the seed's code is `not run`, never a failure."""
+
+
+MISSING_SEED = (
+    f"not run: missing seed (set {SEED_ENV}=/path/to/{SEED_FILENAME}, "
+    "the original's documentation page)"
+)
+
+
+def default_seed_path() -> Path | None:
     """`$SHMREF_SEED`, else `../shared/seed/shm_object_storage_reference.txt`
-    beside a shmref checkout (an installed shmref needs `$SHMREF_SEED`)."""
+    beside a shmref checkout; None for an installed shmref without
+    `$SHMREF_SEED` (it never looks for a checkout's folders)."""
     env = os.environ.get(SEED_ENV)
     if env:
         return Path(env).expanduser().resolve()
     root = checkout()
-    return (root.parent if root else Path.cwd()) / "shared" / "seed" / SEED_FILENAME
+    return root.parent / "shared" / "seed" / SEED_FILENAME if root else None
 
 
 def _class_listing(lines: list[str], name: str) -> str:
@@ -197,11 +208,9 @@ def build_seed_module(
     Raises `SeedError` if the seed file is missing or malformed.
     """
     seed = Path(seed_path) if seed_path is not None else default_seed_path()
-    if not seed.is_file():
-        raise SeedError(
-            f"seed file not found: {seed} (set ${SEED_ENV} or pass seed_path; "
-            f"expected vLLM's shm_object_storage documentation page)"
-        )
+    if seed is None or not seed.is_file():
+        where = f" ({seed} does not exist)" if seed is not None else ""
+        raise SeedMissing(MISSING_SEED + where)
     text = seed.read_text(encoding="utf-8")
     source = render(text, seed)
     dest = Path(dest_dir) if dest_dir is not None else cache_dir("seed", keyed_by_spec=False)

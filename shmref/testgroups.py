@@ -7,15 +7,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
-from contextlib import redirect_stdout
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 
-import pytest
-from hypothesis import settings
-
+from shmref.isolation import Incident
 from shmref.paths import SUITE_DIR
 from shmref.testing import profiles
 from shmref.verdict import (
@@ -153,39 +149,6 @@ NOT_RUN_GROUPS = (
 )
 
 
-class Collector:
-    """A pytest plugin that keeps each test's outcome (the worst of its
-    setup, call and teardown) and the text of its failure or skip."""
-
-    RANK = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
-
-    def __init__(self) -> None:
-        self.cases: dict[str, dict[str, str]] = {}
-        self.collect_errors: list[str] = []
-
-    def _keep(self, node: str, status: str, text: str) -> None:
-        known = self.cases.get(node)
-        if known is None or self.RANK[status] > self.RANK[known["status"]]:
-            self.cases[node] = {"node": node, "status": status, "text": text}
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed:
-            self._keep(
-                report.nodeid, "fail" if report.when == "call" else "error", report.longreprtext
-            )
-        elif report.skipped:
-            reason = (
-                report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            )
-            self._keep(report.nodeid, "skip", reason)
-        elif report.when == "call":
-            self._keep(report.nodeid, "pass", "")
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.collect_errors.append(f"{report.nodeid}: {report.longreprtext}")
-
-
 def plugin_args() -> list[str]:
     """`-p shmref.pytest_plugin` unless pytest loads it by its entry point."""
     from importlib.metadata import entry_points
@@ -193,47 +156,6 @@ def plugin_args() -> list[str]:
     autoload = not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     installed = any(ep.value == "shmref.pytest_plugin" for ep in entry_points(group="pytest11"))
     return [] if autoload and installed else ["-p", "shmref.pytest_plugin"]
-
-
-def run_suite(
-    name: str, groups: Sequence[TestGroup], out: Path, profile: str = profiles.CI
-) -> tuple[int, list[dict[str, str]], str]:
-    """Run the groups' tests of shmref.suite on `name` in this process with
-    Hypothesis profile `profile`; the exit code, every case's result and the
-    collection errors (if any). The user's own pytest configuration is left
-    out (an empty ini file), and this process's Hypothesis profile restored."""
-    out.mkdir(parents=True, exist_ok=True)
-    ini = out / "pytest.ini"
-    ini.write_text("[pytest]\n")
-    # -p no:unraisableexception: an exception raised by an implementation's
-    # __del__ during garbage collection is the implementation's, reported by
-    # the test it concerns; it must not take down the whole run.
-    args = [
-        "-q",
-        "-c",
-        str(ini),
-        "--rootdir",
-        str(SUITE_DIR),
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:unraisableexception",
-        *plugin_args(),
-        "--shmref-impl",
-        impl_arg(name),
-        "--shmref-profile",
-        profile,
-        *dict.fromkeys(str(SUITE_DIR / g.select) for g in groups),
-    ]
-    collector = Collector()
-    previous = settings.default
-    try:
-        with open(out / "pytest.log", "w", encoding="utf-8") as log, redirect_stdout(log):
-            code = int(pytest.main(args, plugins=[collector]))
-    finally:
-        settings.register_profile("shmref-restored", previous)
-        settings.load_profile("shmref-restored")
-    return code, list(collector.cases.values()), "\n".join(collector.collect_errors)
 
 
 def failure_trace(text: str) -> str:
@@ -286,6 +208,22 @@ def group_of(node: str, groups: Sequence[TestGroup]) -> TestGroup | None:
     return max(mine, key=lambda g: len(g.select)) if mine else None
 
 
+def property_key(node: str) -> tuple[str, str] | None:
+    """(level, property) of a suite test: the same in every mode (--quick,
+    --level, --all-groups, the plugin's markers), since it is decided by the
+    one table TEST_GROUPS and never by which groups a run selected."""
+    group = group_of(node, TEST_GROUPS)
+    if group is None:
+        return None
+    return group.level, property_of(node) if group.split else group.label
+
+
+def suite_node_id(nodeid: str) -> str:
+    """`.../shmref/suite/test_ring.py::t` -> `test_ring.py::t` (the table's form)."""
+    head, sep, tail = nodeid.partition("::")
+    return head.rsplit("/", 1)[-1] + sep + tail
+
+
 def not_run_reason(text: str) -> str | None:
     found = re.search(r"not run: missing [^\n]*", text)
     return found.group(0).strip().rstrip("')\"") if found else None
@@ -295,18 +233,30 @@ def pytest_checks(
     name: str,
     groups: Sequence[TestGroup],
     cases: list[dict[str, str]],
-    impl: ModuleType | None = None,
+    impl: ModuleType | str | None = None,
     profile: str = profiles.CI,
+    incidents: Mapping[tuple[str, str], Incident] | None = None,
 ) -> list[Check]:
+    """The properties of the selected `groups` from the cases' results. A case
+    counts for the property the one table assigns it to (property_key),
+    whatever was selected; a property whose process crashed or hung
+    (`incidents`) is CRASH or TIMEOUT."""
+    incidents = incidents or {}
+    selected = {g.label for g in groups}
     by_property: dict[tuple[str, str], list[dict[str, str]]] = {}
     owner: dict[tuple[str, str], TestGroup] = {}
     for case in cases:
-        group = group_of(case["node"], groups)
-        if group is None:
+        group = group_of(case["node"], TEST_GROUPS)
+        key = property_key(case["node"])
+        if group is None or key is None or group.label not in selected:
             continue
-        prop = property_of(case["node"]) if group.split else group.label
-        by_property.setdefault((group.level, prop), []).append(case)
-        owner[(group.level, prop)] = group
+        by_property.setdefault(key, []).append(case)
+        owner[key] = group
+    for key, lost in incidents.items():
+        group = group_of(lost.node, TEST_GROUPS) if lost.node else None
+        if group is not None and group.label in selected:
+            by_property.setdefault(key, [])
+            owner[key] = group
     checks: list[Check] = []
     for group in groups:
         if not any(g is group for g in owner.values()):
@@ -316,7 +266,7 @@ def pytest_checks(
                     group.label,
                     group.what,
                     ERROR,
-                    detail="no test result (collection error? see pytest.log)",
+                    detail="no test result (collection error? see worker-*.log)",
                 )
             )
     for (level, prop), prop_cases in by_property.items():
@@ -328,8 +278,13 @@ def pytest_checks(
         reasons = [
             r for c in prop_cases if c["status"] == "skip" and (r := not_run_reason(c["text"]))
         ]
-        if counts["fail"] or counts["error"]:
+        incident = incidents.get((level, prop))
+        if incident is not None:
+            status = incident.status
+        elif counts["fail"]:
             status = FAIL
+        elif counts["error"]:
+            status = ERROR
         elif counts["pass"]:
             status = PASS
         else:
@@ -344,7 +299,16 @@ def pytest_checks(
             cases=f"{counts['pass']}/{total - counts['skip']}"
             + (f" ({counts['skip']} skipped)" if counts["skip"] else ""),
         )
-        if status in (SKIP, NOT_RUN):
+        if incident is not None:
+            check.detail = incident.detail.splitlines()[0]
+            check.failures.append(
+                {
+                    "case": incident.node or prop,
+                    "trace": incident.detail,
+                    "command": replay_command(name, incident.node or prop, impl, profile),
+                }
+            )
+        elif status in (SKIP, NOT_RUN):
             check.detail = (
                 reasons[0] if reasons else prop_cases[0]["text"].strip().splitlines()[-1][:200]
             )
@@ -354,17 +318,11 @@ def pytest_checks(
                     {
                         "case": case["node"],
                         "trace": failure_trace(case["text"]),
-                        "command": shell(
-                            f"python -m pytest -p no:cacheprovider --shmref-impl "
-                            f"{impl_arg(name)}"
-                            + (f" --shmref-profile {profile}" if profile != profiles.CI else "")
-                            + f" {shlex.quote(str(SUITE_DIR / case['node']))}",
-                            impl,
-                        ),
+                        "command": replay_command(name, case["node"], impl, profile),
                     }
                 )
         checks.append(check)
-    order = {g.label: k for k, g in enumerate(groups)}
+    order = {g.label: k for k, g in enumerate(TEST_GROUPS)}
     checks.sort(
         key=lambda c: (
             LEVELS.index(c.level),
@@ -372,3 +330,12 @@ def pytest_checks(
         )
     )
     return checks
+
+
+def replay_command(name: str, node: str, impl: ModuleType | str | None, profile: str) -> str:
+    return shell(
+        f"python -m pytest -p no:cacheprovider --shmref-impl {impl_arg(name)}"
+        + (f" --shmref-profile {profile}" if profile != profiles.CI else "")
+        + f" {shlex.quote(str(SUITE_DIR / node))}",
+        impl,
+    )

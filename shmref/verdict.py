@@ -64,8 +64,11 @@ def impl_arg(name: str) -> str:
     return {"shmref_seed": "seed", "shmref_port": "port"}.get(name, name)
 
 
-def import_root(impl: ModuleType) -> str | None:
-    """The sys.path entry that `impl` was imported from (None: built by shmref)."""
+def import_root(impl: ModuleType | str | None) -> str | None:
+    """The sys.path entry that `impl` was imported from (None: built by
+    shmref); a string is that entry already (the child process found it)."""
+    if impl is None or isinstance(impl, str):
+        return impl or None
     if impl.__name__ in ("shmref_seed", "shmref_port") or not getattr(impl, "__file__", None):
         return None
     path = Path(impl.__file__ or "").resolve()
@@ -76,13 +79,13 @@ def import_root(impl: ModuleType) -> str | None:
     return str(root)
 
 
-def shell(command: str, impl: ModuleType | None) -> str:
+def shell(command: str, impl: ModuleType | str | None) -> str:
     """`command` as it runs when pasted into a fresh shell: this Python, the
     shmref checkout (if any) and the implementation importable, and the seed
     file it used."""
     root = checkout()
     paths = [str(root)] if root else []
-    if impl is not None and (where := import_root(impl)) and where not in paths:
+    if (where := import_root(impl)) and where not in paths:
         paths.append(where)
     if command.startswith("python "):
         command = shlex.quote(sys.executable) + command[len("python") :]

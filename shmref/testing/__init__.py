@@ -46,7 +46,7 @@ def replay(trace: tlc.Trace, impl: ModuleType, model: str = "MCStorage") -> Repl
 
 def record(impl: ModuleType, steps: int = 150, seed: int = 1) -> Recording:
     """A random run of `impl` (the workload of shmref.conformance), recorded."""
-    from shmref.conformance import record as conformance_record
+    from shmref.worker import record as conformance_record
 
     return conformance_record(impl, steps, seed)
 
