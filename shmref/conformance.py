@@ -422,10 +422,8 @@ def fresh(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("conformance.json", "conformance.md"):
         (out / stale).unlink(missing_ok=True)
-    for folder in ("failures", "trace"):
+    for folder in ("failures", "trace", "workers"):
         shutil.rmtree(out / folder, ignore_errors=True)
-    for old in out.glob("worker-*"):
-        old.unlink(missing_ok=True)
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -519,7 +517,7 @@ def run(
                 "the test run",
                 ERROR,
                 detail=(
-                    "\n".join(outcome.collect_errors) or "no test ran (see worker-*.log)"
+                    "\n".join(outcome.collect_errors) or "no test ran (see workers/*.log)"
                 ).strip()[-500:],
             )
         )
@@ -544,9 +542,10 @@ def run(
             check.seed = "no seed"
         not_run.append(f"the seed baseline ({seed_problem})")
     if outcome.removed:
+        shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
         not_run.append(
-            f"removed from /dev/shm what the implementation's dead processes left: "
-            f"{', '.join(outcome.removed)}"
+            f"{len(outcome.removed)} entries the implementation's dead processes left in "
+            f"/dev/shm were removed ({shown})"
         )
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels

@@ -130,9 +130,11 @@ class Child:
     """One worker process and the events it has written so far."""
 
     def __init__(self, job: dict[str, Any], out: Path, number: int) -> None:
-        self.job_path = out / f"worker-{number}.json"
-        self.events_path = out / f"worker-{number}.jsonl"
-        self.log_path = out / f"worker-{number}.log"
+        folder = out / "workers"  # one job, event stream and log per child
+        folder.mkdir(parents=True, exist_ok=True)
+        self.job_path = folder / f"{number}.json"
+        self.events_path = folder / f"{number}.jsonl"
+        self.log_path = folder / f"{number}.log"
         self.job_path.write_text(json.dumps(job))
         self.events_path.write_text("")
         self.offset = 0
