@@ -352,7 +352,7 @@ class SeedBaseline:
         levels: Sequence[str],
         all_groups: bool,
         timeout: float = 300.0,
-        call_timeout: float = 20.0,
+        call_timeout: float = 10.0,
     ) -> None:
         key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
         self.folder = cache_dir("seed-baseline") / key
@@ -414,7 +414,7 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
 
 
 DEFAULT_TIMEOUT = 300.0  # seconds per property (the longest take about a minute on 2 cores)
-DEFAULT_CALL_TIMEOUT = 20.0  # seconds one call into the implementation may take
+DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
 
 
 def fresh(out: Path) -> None:
