@@ -70,6 +70,7 @@ from shmref.testgroups import (
 from shmref.testing import profiles
 from shmref.verdict import (
     ASSUMPTION,
+    BAD,
     ERROR,
     FAIL,
     HARDENED,
@@ -237,12 +238,13 @@ class Report:
             "",
         ]
         summary = []
-        for level in LEVELS:
-            failing = sum(1 for c in self.checks if c.level == level and c.status in (FAIL, ERROR))
+        for level in self.levels:
+            failing = sum(1 for c in self.checks if c.level == level and c.status in BAD)
             assumed = sum(1 for c in self.checks if c.level == level and c.status == ASSUMPTION)
-            result = self.level_status(level) + (
-                f" ({assumed} assumption{'s' if assumed > 1 else ''})" if assumed else ""
-            )
+            not_run = sum(1 for c in self.checks if c.level == level and c.status == NOT_RUN)
+            notes = [f"{assumed} assumption{'s' if assumed > 1 else ''}"] * bool(assumed)
+            notes += [f"{not_run} not run"] * bool(not_run)
+            result = self.level_status(level) + (f" ({', '.join(notes)})" if notes else "")
             summary.append(
                 (
                     level,
@@ -741,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         impl_root=found.get("root") or "",
     )
     rows = []
-    for level in LEVELS:
+    for level in report.levels:
         not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)
         status = report.level_status(level) + (f" ({not_run} not run)" if not_run else "")
         rows.append((level, status, report.seed_levels.get(level, "")))

@@ -5,7 +5,7 @@ test's level as a marker (`-m seed_compatible`, `-m hardened`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -46,7 +46,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[Any]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A test that needs the seed's code where no seed file is given (in a
     fixture or in the test) is `not run: missing seed (...)`, never a failure."""
     report = yield
