@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench conformance findings lint clean
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance findings lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -56,6 +56,11 @@ fuzz: setup
 
 bench: setup
 	$(PYTHON) -m bench
+
+# The seed-compatible level's mutation score: small defects in the seed's own
+# code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`.
+mutation-score: setup
+	$(PYTHON) -m bench.seedmutants --sample $(or $(SAMPLE),40)
 
 conformance: setup
 	$(PYTHON) -m shmref.conformance --impl $(IMPL)
