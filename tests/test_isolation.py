@@ -226,3 +226,20 @@ def test_the_documented_statuses_are_the_reports():
         verdict.ASSUMPTION,
     }
     assert documented == used
+
+
+def test_the_plugin_fails_a_hung_test_instead_of_hanging(tmp_path):
+    """`pytest --shmref-impl` (no child processes there): a test whose store
+    hangs fails with TimeoutError after --shmref-test-timeout."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        + ["--shmref-impl", "hang_in_get", "--shmref-test-timeout", "2"]
+        + ["--pyargs", "shmref.suite", "-k", "test_put_then_get_roundtrip_types"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FAULTY)])},
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "TimeoutError" in proc.stdout
