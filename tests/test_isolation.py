@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from shmref.conformance import selected_groups
-from shmref.isolation import held_shm_names, shm_names
+from shmref.isolation import orphans, shm_names
 from shmref.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.verdict import CRASH, LEVELS, PASS, TIMEOUT
 
@@ -44,11 +44,6 @@ def conformance(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 def statuses(out: Path) -> dict[str, str]:
     report = json.loads((out / "conformance.json").read_text())
     return {c["name"]: c["status"] for d in report["levels"].values() for c in d["checks"]}
-
-
-def orphans(before: set[str]) -> set[str]:
-    """What appeared in /dev/shm since `before` that no live process holds."""
-    return (shm_names() - before) - held_shm_names()
 
 
 def run_faulty(module: str, out: Path, *extra: str) -> tuple[dict[str, str], str]:
@@ -243,3 +238,34 @@ def test_the_plugin_fails_a_hung_test_instead_of_hanging(tmp_path):
     )
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "TimeoutError" in proc.stdout
+
+
+def test_only_what_no_live_process_holds_is_an_orphan():
+    """Segments and semaphores in use (open, mapped, or a semaphore whose
+    mapping shows glibc's temporary name) are never removed; a segment
+    nobody holds any more is."""
+    import multiprocessing
+    from multiprocessing import shared_memory, synchronize
+
+    from shmref.isolation import remove_orphans
+
+    before = shm_names()
+    held = shared_memory.SharedMemory(create=True, size=4096)
+    lock = multiprocessing.get_context("spawn").Lock()
+    left = shared_memory.SharedMemory(create=True, size=4096)
+    left_name = left.name
+    left.close()  # closed, never unlinked: what a dead process leaves
+    try:
+        semaphore = "sem." + str(lock._semlock.name).lstrip("/")
+        assert isinstance(lock, synchronize.Lock)
+        found = orphans(before)
+        assert left_name in found
+        assert held.name not in found and semaphore not in found
+        assert remove_orphans(before) == [left_name]
+        assert left_name not in shm_names() and held.name in shm_names()
+    finally:
+        held.close()
+        held.unlink()
+        from multiprocessing import resource_tracker
+
+        resource_tracker.unregister("/" + left_name, "shared_memory")
