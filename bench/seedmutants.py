@@ -6,7 +6,8 @@ level catches (the mutation score of `-m seed_compatible`).
 Each mutant is the seed module (built by shmref.seedbuild) with one change
 in a method of the ring or the storage: a comparison flipped (`<` / `<=`,
 `==` / `!=`), an integer constant off by one, `+` / `-` swapped, `and` /
-`or` swapped, or one statement replaced by `pass`. A mutant is killed when
+`or` swapped, or one statement replaced by `pass` (not a docstring or a
+logging call: those mutants would be equivalent by construction). A mutant is killed when
 
     pytest --shmref-impl MUTANT --pyargs shmref.suite -m seed_compatible
 
@@ -35,6 +36,16 @@ CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq}
 FLIP[ast.NotEq] = ast.Eq
 LIMIT = 600  # seconds per mutant
+
+
+def inert(stmt: ast.stmt) -> bool:
+    """A docstring or a logging call: dropping it cannot change behaviour."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    if isinstance(stmt.value, ast.Constant):
+        return True
+    call = stmt.value
+    return isinstance(call, ast.Call) and ast.unparse(call.func).startswith("logger.")
 
 
 def sites(tree: ast.Module) -> Iterator[tuple[str, ast.AST, int]]:
