@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -130,6 +130,13 @@ class Watchdog(threading.Thread):
 # -- the suite ---------------------------------------------------------------------------------
 
 
+def _theirs() -> Generator[None, None, None]:
+    try:
+        return (yield)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise RuntimeError(f"the implementation raised {type(exc).__name__}({exc})") from exc
+
+
 class SuitePlugin:
     """Keeps the job's selection (the level table decides, whatever the
     options), and reports each test's start, outcome and end as events."""
@@ -180,15 +187,20 @@ class SuitePlugin:
         if report.failed:
             self.events.emit("collect_error", text=f"{report.nodeid}: {report.longreprtext}")
 
+    # KeyboardInterrupt or SystemExit raised in a test, its fixtures or their
+    # teardown come from the implementation (nobody types Ctrl-C at this
+    # child): that test's error, not the end of the run.
     @pytest.hookimpl(wrapper=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Iterator[Any]:
-        """KeyboardInterrupt or SystemExit raised inside a test come from the
-        implementation (nobody types Ctrl-C at this child): the test's error,
-        not the end of the run."""
-        try:
-            return (yield)
-        except (KeyboardInterrupt, SystemExit) as exc:
-            raise RuntimeError(f"the implementation raised {type(exc).__name__}({exc})") from exc
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
 
 
 def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
