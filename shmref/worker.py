@@ -95,36 +95,54 @@ class Watchdog(threading.Thread):
         return found
 
     def run(self) -> None:
-        seen: dict[int, tuple[FrameType, float]] = {}  # thread -> (its impl frame, since)
+        # Only a signature and a time are kept between looks: a frame kept
+        # alive would keep its locals (a memoryview of a segment) and make
+        # close() fail. The signature (the impl frames' ids and positions)
+        # must stay the same at every look: a loop of fresh calls moves.
+        seen: dict[int, tuple[tuple[int, ...], float]] = {}  # thread -> (signature, since)
         while True:
             time.sleep(0.5)
             self.events.emit("beat")
-            if not self.places:
-                continue
-            now = time.monotonic()
-            frames = sys._current_frames()
+            if self.places and self.look(seen):
+                return  # reported: the parent kills this process now
+
+    def signature(self, frame: FrameType | None) -> tuple[int, ...]:
+        marks: list[int] = []
+        while frame is not None:
+            if os.path.realpath(frame.f_code.co_filename).startswith(self.places):
+                marks += [id(frame), frame.f_lasti]
+            frame = frame.f_back
+        return tuple(marks)
+
+    def look(self, seen: dict[int, tuple[tuple[int, ...], float]]) -> bool:
+        now = time.monotonic()
+        frames = sys._current_frames()
+        try:
             for ident, top in frames.items():
                 frame = self.outermost_impl_frame(top)
                 if frame is None:
                     seen.pop(ident, None)
                     continue
-                if ident not in seen or seen[ident][0] is not frame:
-                    seen[ident] = (frame, now)
+                marks = self.signature(top)
+                if ident not in seen or seen[ident][0] != marks:
+                    seen[ident] = (marks, now)
                     continue
                 if now - seen[ident][1] < self.limit:
                     continue
-                stack = "".join(traceback.format_stack(top)[-12:])
                 self.events.emit(
                     "stall",
                     unit=self.unit,
                     detail=f"a call into the implementation did not return within "
                     f"{self.limit:g} s ({frame.f_code.co_name} in {frame.f_code.co_filename}, "
                     f"line {frame.f_lineno})",
-                    stack=stack,
+                    stack="".join(traceback.format_stack(top)[-12:]),
                 )
-                return  # the parent kills this process now
+                return True
             for gone in set(seen) - set(frames):
                 del seen[gone]
+            return False
+        finally:
+            del frames  # no frame outlives this look
 
 
 # -- the suite ---------------------------------------------------------------------------------
