@@ -2,12 +2,12 @@
 implementation, watched for a wrong value, a misplaced count or a chunk
 pinned for ever.
 
-Counts are read from the segment's bytes only where the implementation keeps
-them as the seed does (shmref.layoutprobe): then a misplaced count shows at
-the step it happens. Elsewhere they are observed through the API alone, as a
-black-box checker judges a store from its history: after the trace, each
-live chunk gets one read fewer than it is owed, and free_unused must keep it
-(a chunk it reclaims then was counted by a read that did not name it)."""
+Where the driver observes read counts (from the segment's bytes, only where
+the implementation keeps them as the seed does: shmref.layoutprobe), a
+misplaced count shows at the step it happens. Elsewhere counts are observed
+through the API alone, as a black-box checker judges a store from its
+history (shmref.apicounts): after the trace, each live chunk gets one read
+fewer than it is owed, and free_unused must keep it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from typing import Any
 from shmref import contract, tables, tlc, vocabulary
 from shmref.apicounts import count_probe
 from shmref.driver import Driver, Outcome
-from shmref.layoutprobe import seed_counts
 from shmref.manifest import model_files
 from shmref.paths import SPEC_DIR, cache_dir, cache_lock
 from shmref.replay import Replayer, describe
@@ -250,7 +249,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 break
         if hazard.liveness and violation is None:
             violation = settle(driver, replayer, trace, stage, rows, step)
-        elif violation is None and driver.writer is not None and not seed_counts(impl):
+        elif violation is None and driver.writer is not None and "counts" not in driver.observe():
             index = trace.states[-1].index + 1
             violation = count_probe(driver, replayer, reads, owed, stage, rows, step, index)
     return HazardReplay(hazard, violation, rows)
