@@ -44,7 +44,7 @@ def _probe(impl: ModuleType) -> bool:
         handle.reader_lock = mp.get_context("spawn").Lock()
         reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
         resources.callback(reader.close)
-        address, monotonic_id = writer.put("shmref-probe", b"probe")
+        address, monotonic_id = writer.put("shmref-probe", "probe")  # any serde stores a str
         signature = writer.get_signature("shmref-probe")
         segment = resources.enter_context(Segment(ring.handle()))
         if segment.header(address)[0] != monotonic_id or segment.count(address) != 0:

@@ -3,8 +3,10 @@ store is judged, not its serde (issue 23).
 
 Fixture stores (tests/stores/, built from the seed's text at import time):
 `seed_other_layout` behaves as the seed on a segment laid out otherwise
-(secret at the end, big-endian integers); `seed_pickle_serde` is the seed's
-code with a pickle serde of its own as default. In `make test`: the
+(secret at the end, big-endian integers); `seed_pickle_serde` and
+`seed_json_serde` are the seed's code with a serde of their own as default
+(more bytes per object than msgpack; JSON refuses bytes and reads int keys
+back as strings). In `make test`: the
 fixtures are what they claim (the seed's API results; other bytes), the
 count probe tells the two layouts apart, a hazard replay of a store whose
 counts are not the seed's still catches a misplaced count (through the API)
@@ -41,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 STORES = Path(__file__).resolve().parent / "stores"
 CLI = [pytest.mark.slow, pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
 LAYOUT_PROPERTIES = {g.label for g in TEST_GROUPS if g.level == LAYOUT}
+FIXTURES = ("seed_other_layout", "seed_pickle_serde", "seed_json_serde")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,7 @@ def stores() -> Iterator[dict[str, ModuleType]]:
     """The seed and the two fixture stores (skipped without the seed file)."""
     sys.path.insert(0, str(STORES))
     try:
-        yield {name: load_impl(name) for name in ("seed", "seed_other_layout", "seed_pickle_serde")}
+        yield {name: load_impl(name) for name in ("seed", *FIXTURES)}
     except SeedError as exc:
         pytest.skip(str(exc))
     finally:
@@ -100,6 +103,7 @@ def test_the_count_probe_tells_the_layouts_apart(stores):
     assert layoutprobe.seed_counts(refimpl)
     assert layoutprobe.seed_counts(stores["seed"])
     assert layoutprobe.seed_counts(stores["seed_pickle_serde"])  # the seed's bytes, its serde's
+    assert layoutprobe.seed_counts(stores["seed_json_serde"])
     assert not layoutprobe.seed_counts(stores["seed_other_layout"])
 
 
@@ -232,32 +236,33 @@ def test_the_serde_store_passes_seed_compatible_as_the_seed(stores, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("conformance")
-def test_the_plugin_selects_the_layout_claim_by_its_marker(stores):
-    """`pytest --shmref-impl seed_other_layout --pyargs shmref.suite -m
-    seed_layout` fails exactly the layout tests; `-m seed_compatible` passes."""
+@pytest.mark.parametrize(
+    "store, marker, failing",
+    [
+        ("seed_other_layout", "seed_layout", LAYOUT_PROPERTIES),
+        ("seed_other_layout", "seed_compatible", set()),
+        ("seed_pickle_serde", "seed_compatible", set()),
+        ("seed_json_serde", "seed_compatible", set()),
+        ("seed_json_serde", "seed_layout", set()),
+    ],
+)
+def test_the_plugin_judges_the_store_by_its_level(stores, store, marker, failing):
+    """`pytest --shmref-impl STORE --pyargs shmref.suite -m MARKER`: the
+    layout store fails exactly the layout tests and passes seed-compatible;
+    the serde stores pass seed-compatible (and the JSON one seed-layout: its
+    bytes are the seed's, its serde travels in the handle)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), str(STORES), env.get("PYTHONPATH", "")) if p
     )
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(REPO)]
-    base += ["--shmref-impl", "seed_other_layout", "--shmref-profile", "shmref-quick"]
-    base += ["--pyargs", "shmref.suite"]
-    run = subprocess.run(
-        [*base, "-m", "seed_layout"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
-    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command += ["--rootdir", str(REPO), "--shmref-impl", store, "--shmref-profile"]
+    command += ["shmref-quick", "--pyargs", "shmref.suite", "-m", marker]
+    run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     failed = {
-        line.split()[1].split("::", 1)[1].split("[")[0]
+        "test_" + line.split("::test_", 1)[1].split("[")[0].split()[0]
         for line in run.stdout.splitlines()
-        if line.startswith("FAILED ")
+        if line.startswith(("FAILED ", "ERROR "))
     }
-    names = {label.split("::", 1)[1] for label in LAYOUT_PROPERTIES}
-    assert failed == names, run.stdout[-3000:]
-    run = subprocess.run(
-        [*base, "-m", "seed_compatible"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stdout[-3000:]
+    assert failed == {label.split("::", 1)[1] for label in failing}, run.stdout[-3000:]
+    assert run.returncode == (1 if failing else 0), run.stdout[-3000:]
