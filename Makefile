@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench conformance findings lint clean
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance seed-snapshot findings lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -57,8 +57,19 @@ fuzz: setup
 bench: setup
 	$(PYTHON) -m bench
 
+# The seed-compatible level's mutation score: small defects in the seed's own
+# code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`.
+mutation-score: setup
+	$(PYTHON) -m bench.seedmutants --sample $(or $(SAMPLE),40)
+
 conformance: setup
 	$(PYTHON) -m shmref.conformance --impl $(IMPL)
+
+# The oracle's report on the seed (docs/seed-conformance.json) and FINDINGS.md's
+# oracle section from it; a slow test fails when the snapshot is older than the oracle.
+seed-snapshot: setup
+	$(PYTHON) -m shmref.conformance --impl seed
+	$(PYTHON) -m shmref.findings --conformance build/conformance/shmref_seed/conformance.json
 
 # FINDINGS.md's generated sections (tables, the oracle's report) from docs/findings.toml;
 # CONFORMANCE=build/conformance/shmref_seed/conformance.json refreshes the oracle snapshot.

@@ -19,8 +19,8 @@ do not grow with the machine's other load as wall time does: on 2 idle
 cores a run needs at least CPU / 2 seconds of wall time.
 
 Where a run's time goes: pytest's own `--durations` (passed through
-`PYTEST_ADDOPTS`, which the in-process `pytest.main` reads) in the report
-folder's pytest.log, summed per test file and per test function; the rest
+`PYTEST_ADDOPTS`, which the child processes' `pytest.main` reads) in the report
+folder's workers/*.log, summed per test file and per test function; the rest
 of the report's seconds is TLC, the hazard replays, trace validation and
 the seed baseline.
 """
@@ -95,17 +95,21 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
         "target_s": run.target_s,
         "within_target": None if run.target_s is None else wall <= run.target_s,
     }
-    log = out / "pytest.log"
-    if log.is_file():
-        row.update(where_time_goes(log.read_text(encoding="utf-8", errors="replace")))
-    seed_log = out / "seed-baseline" / "pytest.log"  # the baseline's copy (built or cached)
-    if seed_log.is_file() and not run.label.endswith("cached"):
-        row["seed_baseline"] = where_time_goes(
-            seed_log.read_text(encoding="utf-8", errors="replace")
-        )
+    log = workers_log(out)
+    if log:
+        row.update(where_time_goes(log))
+    seed_log = workers_log(out / "seed-baseline")  # the baseline's copy (built or cached)
+    if seed_log and not run.label.endswith("cached"):
+        row["seed_baseline"] = where_time_goes(seed_log)
     if done.returncode not in (0, 1):  # 1: a property failed, still a timed run
         row["error"] = (done.stderr or done.stdout).strip()[-400:]
     return row
+
+
+def workers_log(out: Path) -> str:
+    """The raw pytest output of a run's child processes (shmref.isolation)."""
+    logs = sorted((out / "workers").glob("*.log"))
+    return "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
 
 
 def where_time_goes(log: str) -> dict[str, Any]:

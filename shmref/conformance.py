@@ -70,6 +70,7 @@ from shmref.testgroups import (
 from shmref.testing import profiles
 from shmref.verdict import (
     ASSUMPTION,
+    BAD,
     ERROR,
     FAIL,
     HARDENED,
@@ -237,12 +238,13 @@ class Report:
             "",
         ]
         summary = []
-        for level in LEVELS:
-            failing = sum(1 for c in self.checks if c.level == level and c.status in (FAIL, ERROR))
+        for level in self.levels:
+            failing = sum(1 for c in self.checks if c.level == level and c.status in BAD)
             assumed = sum(1 for c in self.checks if c.level == level and c.status == ASSUMPTION)
-            result = self.level_status(level) + (
-                f" ({assumed} assumption{'s' if assumed > 1 else ''})" if assumed else ""
-            )
+            not_run = sum(1 for c in self.checks if c.level == level and c.status == NOT_RUN)
+            notes = [f"{assumed} assumption{'s' if assumed > 1 else ''}"] * bool(assumed)
+            notes += [f"{not_run} not run"] * bool(not_run)
+            result = self.level_status(level) + (f" ({', '.join(notes)})" if notes else "")
             summary.append(
                 (
                     level,
@@ -352,7 +354,7 @@ class SeedBaseline:
         levels: Sequence[str],
         all_groups: bool,
         timeout: float = 300.0,
-        call_timeout: float = 20.0,
+        call_timeout: float = 10.0,
     ) -> None:
         key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
         self.folder = cache_dir("seed-baseline") / key
@@ -414,7 +416,7 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
 
 
 DEFAULT_TIMEOUT = 300.0  # seconds per property (the longest take about a minute on 2 cores)
-DEFAULT_CALL_TIMEOUT = 20.0  # seconds one call into the implementation may take
+DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
 
 
 def fresh(out: Path) -> None:
@@ -422,10 +424,8 @@ def fresh(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("conformance.json", "conformance.md"):
         (out / stale).unlink(missing_ok=True)
-    for folder in ("failures", "trace"):
+    for folder in ("failures", "trace", "workers"):
         shutil.rmtree(out / folder, ignore_errors=True)
-    for old in out.glob("worker-*"):
-        old.unlink(missing_ok=True)
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -519,7 +519,7 @@ def run(
                 "the test run",
                 ERROR,
                 detail=(
-                    "\n".join(outcome.collect_errors) or "no test ran (see worker-*.log)"
+                    "\n".join(outcome.collect_errors) or "no test ran (see workers/*.log)"
                 ).strip()[-500:],
             )
         )
@@ -544,9 +544,10 @@ def run(
             check.seed = "no seed"
         not_run.append(f"the seed baseline ({seed_problem})")
     if outcome.removed:
+        shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
         not_run.append(
-            f"removed from /dev/shm what the implementation's dead processes left: "
-            f"{', '.join(outcome.removed)}"
+            f"{len(outcome.removed)} entries the implementation's dead processes left in "
+            f"/dev/shm were removed ({shown})"
         )
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
@@ -742,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         impl_root=found.get("root") or "",
     )
     rows = []
-    for level in LEVELS:
+    for level in report.levels:
         not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)
         status = report.level_status(level) + (f" ({not_run} not run)" if not_run else "")
         rows.append((level, status, report.seed_levels.get(level, "")))

@@ -87,9 +87,11 @@ def shm_names() -> set[str]:
         return set()
 
 
-def held_shm_names() -> set[str]:
-    """Names in /dev/shm that a live process has open or mapped."""
-    held: set[str] = set()
+def held_inodes() -> set[int]:
+    """Inodes of /dev/shm files that a live process has open or mapped. By
+    inode, not name: glibc's sem_open maps a temporary file, then links it
+    to the semaphore's name, so a mapping shows another (deleted) name."""
+    held: set[int] = set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -97,24 +99,43 @@ def held_shm_names() -> set[str]:
             with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
                 for line in maps:
                     if "/dev/shm/" in line:
-                        held.add(line.split("/dev/shm/", 1)[1].split(" (deleted)")[0].strip())
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("/dev/shm/"):
-                    held.add(target[len("/dev/shm/") :])
+                        held.add(int(line.split()[4]))
+        except (OSError, ValueError, IndexError):
+            pass  # gone, or not ours to read
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
-            continue  # gone, or not ours to read
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/shm/"):
+                    held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+            except OSError:
+                continue
     return held
+
+
+def orphans(before: set[str]) -> list[str]:
+    """What appeared in /dev/shm since `before` that no live process holds."""
+    new = shm_names() - before
+    if not new:
+        return []
+    held = held_inodes()
+    found = []
+    for name in sorted(new):
+        try:
+            if os.stat(SHM / name).st_ino not in held:
+                found.append(name)
+        except OSError:
+            continue
+    return found
 
 
 def remove_orphans(before: set[str]) -> list[str]:
     """Remove what appeared in /dev/shm since `before` and no live process
     holds: what the dead child's processes left."""
-    new = shm_names() - before
-    if not new:
-        return []
     removed = []
-    for name in sorted(new - held_shm_names()):
+    for name in orphans(before):
         try:
             (SHM / name).unlink()
             removed.append(name)
@@ -130,9 +151,11 @@ class Child:
     """One worker process and the events it has written so far."""
 
     def __init__(self, job: dict[str, Any], out: Path, number: int) -> None:
-        self.job_path = out / f"worker-{number}.json"
-        self.events_path = out / f"worker-{number}.jsonl"
-        self.log_path = out / f"worker-{number}.log"
+        folder = out / "workers"  # one job, event stream and log per child
+        folder.mkdir(parents=True, exist_ok=True)
+        self.job_path = folder / f"{number}.json"
+        self.events_path = folder / f"{number}.jsonl"
+        self.log_path = folder / f"{number}.log"
         self.job_path.write_text(json.dumps(job))
         self.events_path.write_text("")
         self.offset = 0

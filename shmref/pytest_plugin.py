@@ -16,10 +16,14 @@ runs the conformance suite against their module, with their own options
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from collections.abc import Iterator
 
 import pytest
 
 IMPL_ENV = "SHMREF_IMPL"
+TEST_TIMEOUT = 600.0
 PROFILE_ENV = "SHMREF_PROFILE"
 
 
@@ -32,6 +36,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"module implementing vLLM's shm object store, judged by shmref's suite "
         f"(default: ${IMPL_ENV}, else refimpl; 'seed' builds the seed's own code, "
         "from $SHMREF_SEED)",
+    )
+    group.addoption(
+        "--shmref-test-timeout",
+        default=TEST_TIMEOUT,
+        type=float,
+        metavar="SECONDS",
+        help="with --shmref-impl: a test still running after this long fails with "
+        f"TimeoutError (a hung implementation fails the test, not the run; default "
+        f"{TEST_TIMEOUT:g}, 0: none)",
     )
     group.addoption(
         "--shmref-profile",
@@ -65,6 +78,33 @@ def pytest_configure(config: pytest.Config) -> None:
         use_suite_settings(config)
 
 
+class TestTimeout:
+    """Each test of an active session is bounded: SIGALRM raises TimeoutError
+    in the main thread (a blocking wait or a loop in Python is interrupted;
+    shmref.conformance's children also watch calls from outside)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        if self.seconds <= 0 or threading.current_thread() is not threading.main_thread():
+            return (yield)
+
+        def expire(signum: int, frame: object) -> None:
+            raise TimeoutError(
+                f"shmref: the test ran past --shmref-test-timeout {self.seconds:g} s"
+            )
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        try:
+            return (yield)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
 def use_suite_settings(config: pytest.Config) -> None:
     """The leak guard and the suite's Hypothesis profile, for this session."""
     from hypothesis import settings
@@ -72,6 +112,7 @@ def use_suite_settings(config: pytest.Config) -> None:
     from shmref.testing import profiles
 
     config.pluginmanager.import_plugin("shmref.testing.leaks")
+    config.pluginmanager.register(TestTimeout(config.getoption("shmref_test_timeout")))
     name = config.getoption("shmref_profile") or os.environ.get(PROFILE_ENV) or profiles.CI
     if name not in profiles.KNOWN:
         raise pytest.UsageError(

@@ -39,6 +39,8 @@ class TestGroup:
     function; any other group is one property named `name` (default: the
     selection)."""
 
+    __test__ = False  # not a test class, whatever pytest guesses from the name
+
     level: str
     select: str  # pytest node id (prefix)
     what: str
@@ -282,7 +284,7 @@ def pytest_checks(
                     group.label,
                     group.what,
                     ERROR,
-                    detail="no test result (collection error? see worker-*.log)",
+                    detail="no test result (collection error? see workers/*.log)",
                 )
             )
     for (level, prop), prop_cases in by_property.items():

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -76,19 +76,17 @@ def implementation_files(impl: ModuleType) -> tuple[str, ...]:
 
 
 class Watchdog(threading.Thread):
-    """Beats every second; reports a call into the implementation that has
-    been running for longer than `limit` seconds (the outermost frame of the
-    implementation's code in the main thread, unchanged since then)."""
+    """Beats every half second; reports a call into the implementation that
+    has been running for longer than `limit` seconds: in any thread (tests
+    read from threads too), the outermost frame of the implementation's code
+    unchanged since then."""
 
     def __init__(self, events: Events, places: tuple[str, ...], limit: float) -> None:
         super().__init__(daemon=True, name="shmref-watchdog")
         self.events, self.places, self.limit = events, places, limit
-        self.main = threading.main_thread().ident
         self.unit: tuple[str, str] | None = None
-        self.reported = False
 
-    def outermost_impl_frame(self) -> FrameType | None:
-        frame = sys._current_frames().get(self.main or 0)
+    def outermost_impl_frame(self, frame: FrameType | None) -> FrameType | None:
         found = None
         while frame is not None:
             if os.path.realpath(frame.f_code.co_filename).startswith(self.places):
@@ -97,32 +95,46 @@ class Watchdog(threading.Thread):
         return found
 
     def run(self) -> None:
-        seen: FrameType | None = None
-        since = time.monotonic()
+        seen: dict[int, tuple[FrameType, float]] = {}  # thread -> (its impl frame, since)
         while True:
             time.sleep(0.5)
             self.events.emit("beat")
-            frame = self.outermost_impl_frame() if self.places else None
-            if frame is not seen:
-                seen, since = frame, time.monotonic()
+            if not self.places:
                 continue
-            if frame is None or self.reported or time.monotonic() - since < self.limit:
-                continue
-            self.reported = True
-            main = sys._current_frames().get(self.main or 0)
-            stack = "".join(traceback.format_stack(main)[-12:]) if main else ""
-            self.events.emit(
-                "stall",
-                unit=self.unit,
-                detail=f"a call into the implementation did not return within "
-                f"{self.limit:g} s ({frame.f_code.co_name} in {frame.f_code.co_filename}, "
-                f"line {frame.f_lineno})",
-                stack=stack,
-            )
-        seen = None  # pragma: no cover
+            now = time.monotonic()
+            frames = sys._current_frames()
+            for ident, top in frames.items():
+                frame = self.outermost_impl_frame(top)
+                if frame is None:
+                    seen.pop(ident, None)
+                    continue
+                if ident not in seen or seen[ident][0] is not frame:
+                    seen[ident] = (frame, now)
+                    continue
+                if now - seen[ident][1] < self.limit:
+                    continue
+                stack = "".join(traceback.format_stack(top)[-12:])
+                self.events.emit(
+                    "stall",
+                    unit=self.unit,
+                    detail=f"a call into the implementation did not return within "
+                    f"{self.limit:g} s ({frame.f_code.co_name} in {frame.f_code.co_filename}, "
+                    f"line {frame.f_lineno})",
+                    stack=stack,
+                )
+                return  # the parent kills this process now
+            for gone in set(seen) - set(frames):
+                del seen[gone]
 
 
 # -- the suite ---------------------------------------------------------------------------------
+
+
+def _theirs() -> Generator[None, None, None]:
+    try:
+        return (yield)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise RuntimeError(f"the implementation raised {type(exc).__name__}({exc})") from exc
 
 
 class SuitePlugin:
@@ -175,15 +187,20 @@ class SuitePlugin:
         if report.failed:
             self.events.emit("collect_error", text=f"{report.nodeid}: {report.longreprtext}")
 
+    # KeyboardInterrupt or SystemExit raised in a test, its fixtures or their
+    # teardown come from the implementation (nobody types Ctrl-C at this
+    # child): that test's error, not the end of the run.
     @pytest.hookimpl(wrapper=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Iterator[Any]:
-        """KeyboardInterrupt or SystemExit raised inside a test come from the
-        implementation (nobody types Ctrl-C at this child): the test's error,
-        not the end of the run."""
-        try:
-            return (yield)
-        except (KeyboardInterrupt, SystemExit) as exc:
-            raise RuntimeError(f"the implementation raised {type(exc).__name__}({exc})") from exc
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
 
 
 def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:

@@ -891,7 +891,7 @@ def test_f13_docstring_claims_refimpl(ref: ModuleType, shm: Shm) -> None:
 def test_seedbuild_missing_seed_is_a_clear_error(tmp_path: Path) -> None:
     from shmref.seedbuild import SeedError, build_seed_module
 
-    with pytest.raises(SeedError, match="seed file not found"):
+    with pytest.raises(SeedError, match="missing seed .*absent.txt does not exist"):
         build_seed_module(tmp_path / "out", tmp_path / "absent.txt")
 
 

@@ -5,7 +5,7 @@ test's level as a marker (`-m seed_compatible`, `-m hardened`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -15,6 +15,7 @@ from shmref import pytest_plugin, tlc
 from shmref.contract import MissingCapability
 from shmref.impl import load_impl
 from shmref.paths import SUITE_DIR
+from shmref.seedbuild import SeedMissing
 from shmref.testgroups import TEST_GROUPS, group_of
 from shmref.verdict import LEVEL_MARKERS
 
@@ -42,6 +43,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[Any]:
         return (yield)
     except MissingCapability as exc:
         pytest.skip(str(exc))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test that needs the seed's code where no seed file is given (in a
+    fixture or in the test) is `not run: missing seed (...)`, never a failure."""
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(SeedMissing):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, str(call.excinfo.value))
+    return report
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -40,4 +40,3 @@ def faulty_module(name: str, fault: Callable[[], Any]) -> dict[str, Any]:
         SingleWriterShmObjectStorage=Storage,
     )
     return exported
-

@@ -1,0 +1,159 @@
+"""How many small defects in the seed's own code the suite's seed-compatible
+level catches (the mutation score of `-m seed_compatible`).
+
+    python -m bench.seedmutants [--sample 40] [--seed 0] [--out bench/seed-mutants.json]
+
+Each mutant is the seed module (built by shmref.seedbuild) with one change
+in a method of the ring or the storage: a comparison flipped (`<` / `<=`,
+`==` / `!=`), an integer constant off by one, `+` / `-` swapped, `and` /
+`or` swapped, or one statement replaced by `pass` (not a docstring or a
+logging call: those mutants would be equivalent by construction). A mutant is killed when
+
+    pytest --shmref-impl MUTANT --pyargs shmref.suite -m seed_compatible
+
+fails (the seed itself passes it). A mutant that hangs is killed by the
+time limit. Survivors are listed: some are equivalent (no behaviour
+changes), the others are what the level does not see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from shmref.impl import load_impl
+
+CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
+FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq}
+FLIP[ast.NotEq] = ast.Eq
+LIMIT = 600  # seconds per mutant
+
+
+def inert(stmt: ast.stmt) -> bool:
+    """A docstring or a logging call: dropping it cannot change behaviour."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    if isinstance(stmt.value, ast.Constant):
+        return True
+    call = stmt.value
+    return isinstance(call, ast.Call) and ast.unparse(call.func).startswith("logger.")
+
+
+def sites(tree: ast.Module) -> Iterator[tuple[str, ast.AST, int]]:
+    """(kind, node, index) of every mutable place in the classes' methods."""
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name in CLASSES):
+            continue
+        for method in cls.body:
+            if not isinstance(method, ast.FunctionDef):
+                continue
+            for node in ast.walk(method):
+                if isinstance(node, ast.Compare):
+                    for i, op in enumerate(node.ops):
+                        if type(op) in FLIP:
+                            yield "compare", node, i
+                elif isinstance(node, ast.Constant) and type(node.value) is int:
+                    yield "constant", node, 0
+                elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+                    yield "arith", node, 0
+                elif isinstance(node, ast.BoolOp):
+                    yield "bool", node, 0
+            for node in ast.walk(method):
+                for field in ("body", "orelse"):
+                    block = getattr(node, field, None)
+                    if not isinstance(block, list):
+                        continue
+                    for i, stmt in enumerate(block):
+                        if isinstance(stmt, ast.Expr | ast.Assign | ast.AugAssign | ast.Return):
+                            if not (
+                                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                            ):
+                                yield f"drop:{field}", node, i
+
+
+def mutate(source: str, number: int) -> tuple[str, str]:
+    """The source with mutation `number` applied, and a line saying what it is."""
+    tree = ast.parse(source)
+    kind, node, index = list(sites(tree))[number]
+    line = getattr(node, "lineno", 0)
+    if kind == "compare":
+        assert isinstance(node, ast.Compare)
+        old = node.ops[index]
+        node.ops[index] = FLIP[type(old)]()
+        what = f"{type(old).__name__} -> {type(node.ops[index]).__name__}"
+    elif kind == "constant":
+        assert isinstance(node, ast.Constant)
+        what = f"{node.value} -> {node.value + 1}"
+        node.value += 1
+    elif kind == "arith":
+        assert isinstance(node, ast.BinOp)
+        node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+        what = "+ <-> -"
+    elif kind == "bool":
+        assert isinstance(node, ast.BoolOp)
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        what = "and <-> or"
+    else:
+        block = getattr(node, kind.split(":")[1])
+        line = block[index].lineno
+        what = f"drop `{ast.unparse(block[index])[:60]}`"
+        block[index] = ast.Pass()
+    return ast.unparse(tree), f"line {line}: {what}"
+
+
+def kill(module_dir: Path, name: str) -> tuple[bool, str, float]:
+    started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(module_dir), *sys.path])}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
+            + ["--shmref-impl", name, "--shmref-profile", "shmref-quick"]
+            + ["--pyargs", "shmref.suite", "-m", "seed_compatible"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=module_dir,
+            timeout=LIMIT,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return True, "timeout", time.monotonic() - started
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    return done.returncode not in (0, 5), last, time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.seedmutants", description=__doc__)
+    parser.add_argument("--sample", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("bench/seed-mutants.json"))
+    args = parser.parse_args(argv)
+    source = Path(load_impl("seed").__file__ or "").read_text()
+    count = len(list(sites(ast.parse(source))))
+    chosen = sorted(random.Random(args.seed).sample(range(count), min(args.sample, count)))
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for number in chosen:
+            name = f"seedmutant_{number}"
+            text, what = mutate(source, number)
+            (Path(folder) / f"{name}.py").write_text(text)
+            killed, last, seconds = kill(Path(folder), name)
+            rows.append({"mutant": number, "what": what, "killed": killed, "pytest": last})
+            print(f"{'killed' if killed else 'SURVIVED'}  {number:>4}  {what}  ({seconds:.0f} s)")
+    killed = sum(r["killed"] for r in rows)
+    print(f"{killed} of {len(rows)} killed ({100 * killed / len(rows):.1f} %), of {count} sites")
+    args.out.write_text(json.dumps({"sites": count, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
