@@ -23,7 +23,6 @@ The writer is built as vLLM builds it (no reader_lock); readers get the lock.
 from __future__ import annotations
 
 import copy
-import gc
 import multiprocessing as mp
 from contextlib import ExitStack
 from types import ModuleType
@@ -135,11 +134,6 @@ class SideBySide(RuleBasedStateMachine):
         self.inbox: list[list[int]] = [[] for _ in range(N_READERS)]  # issue numbers
 
     def teardown(self) -> None:
-        # A refused get's traceback can sit in a reference cycle that keeps a
-        # view of the segment (the seed's access_buf frame) until the cyclic
-        # collector runs: collect first, so that close() does not depend on
-        # when it last ran (a BufferError at close, seen once in a full run).
-        gc.collect()
         self.resources.close()
 
     def same(self, what: str, want: tuple[str, Any], got: tuple[str, Any]) -> bool:
