@@ -5,9 +5,11 @@ observe, conformance and the tests it runs with `--impl`) may use on an
 implementation is listed here, derived from the seed's public API (its
 documentation page: the listed methods, the constructor parameters, the
 attributes its docstrings name). Everything else an implementation has is
-its own business: what the oracle must observe beyond return values
-(reader counts, chunk headers) it reads from the segment's bytes, whose
-layout the seed documents (shmref.observe).
+its own business. Behaviour is observed through these names alone (return
+values, exceptions, `is_cached`, what `free_unused` reclaims). The segment's
+bytes, laid out as the seed documents (shmref.observe), are read by the
+level seed-layout (a claim of its own), and elsewhere only where a probe
+sees the seed's read counts in them (shmref.layoutprobe).
 
 Capabilities are required (a module lacking one is refused, exit 2) or
 optional (a property needing a missing one is reported `not run: missing
@@ -306,7 +308,7 @@ def markdown() -> str:
         ),
     )
     layout = (
-        f"Layout (read from the segment, never from attributes): "
+        f"Layout (the level seed-layout; read from the segment, never from attributes): "
         f"`[{SECRET_BYTES}-byte secret][chunks]`, chunk "
         f"`[4-byte id][4-byte size incl. the {HEADER_BYTES}-byte header][object]`, "
         f"object `[{COUNT_BYTES}-byte read count][serde metadata][serde data]`, "

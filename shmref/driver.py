@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from shmref import splitread
 from shmref.contract import MissingCapability, has
+from shmref.layoutprobe import seed_counts
 from shmref.observe import Segment
 from shmref.readers import ReaderProcess
 from shmref.vocabulary import InjectedCopyFailure, classify, exception_named
@@ -191,8 +192,7 @@ class Driver:
         self.resources = ExitStack()
         self.ring = impl.SingleWriterShmRingBuffer(UNIT * n_units, create=True)
         self.resources.callback(self.ring.close)
-        self.segment = Segment(self.ring.handle())
-        self.resources.callback(self.segment.close)
+        self.segment: Segment | None = None  # attached when counts are read from bytes
         if id_max is not None:
             if not has(self.ring, "ID_MAX"):
                 self.close()
@@ -364,7 +364,8 @@ class Driver:
         """The implementation's state in the spec's variables and units, from
         the contract only: the ring's documented position attributes (if it
         has them), which keys `is_cached` (at the address and id that put or
-        get_cached returned), and the read counts in the segment's bytes."""
+        get_cached returned), and the read counts in the segment's bytes
+        where they are the seed's (shmref.layoutprobe; else no counts)."""
         ring = self.ring
         state: dict[str, Any] = {}
         for name in ("data_buffer_start", "data_buffer_end"):
@@ -381,7 +382,10 @@ class Driver:
             state["key_index"] = {k: (_scaled(a), i) for k, (a, i) in placed.items()}
             live = {i: a for a, i in placed.values()}
         state["metadata"] = {i: _scaled(a) for i, a in live.items()}
-        if writer is not None:
+        if writer is not None and seed_counts(self.impl):  # else: counts through the API
+            if self.segment is None:
+                self.segment = Segment(self.ring.handle())
+                self.resources.callback(self.segment.close)
             state["counts"] = {i: self.segment.count(a) for i, a in live.items()}
         return state
 

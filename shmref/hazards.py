@@ -1,6 +1,13 @@
 """The spec's hazard models: their TLC counterexamples replayed on an
 implementation, watched for a wrong value, a misplaced count or a chunk
-pinned for ever."""
+pinned for ever.
+
+Where the driver observes read counts (from the segment's bytes, only where
+the implementation keeps them as the seed does: shmref.layoutprobe), a
+misplaced count shows at the step it happens. Elsewhere counts are observed
+through the API alone, as a black-box checker judges a store from its
+history (shmref.apicounts): after the trace, each live chunk gets one read
+fewer than it is owed, and free_unused must keep it."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from shmref import contract, tables, tlc, vocabulary
+from shmref.apicounts import count_probe
 from shmref.driver import Driver, Outcome
 from shmref.manifest import model_files
 from shmref.paths import SPEC_DIR, cache_dir, cache_lock
@@ -145,6 +153,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
     replayer = Replayer(impl, SPEC_DIR / f"{hazard.model}.cfg")
     rows: list[tuple[int, str, str, str, str]] = []
     reads: dict[tuple[int, int], list[Any]] = {}  # (id, address) -> [key, reads naming it]
+    owed: dict[tuple[int, int], int] = {}  # (id, address) -> handles issued (put, get_cached)
     stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
     violation: str | None = None
     with replayer.driver() as driver:
@@ -184,6 +193,10 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 if chunk_id in before.get("metadata", {}):
                     problem = f"got id {chunk_id}, the id of a live chunk"
                 reads[(chunk_id, address)] = [action.get("key", ""), 0]
+                owed[(chunk_id, address)] = 0
+            if name in ("put", "get_cached") and outcome.status == "ok":
+                issued = (outcome.result[1], outcome.result[0])
+                owed[issued] = owed.get(issued, 0) + 1
             if name == "get_end" and outcome.status == "ok" and outcome.result != handle[0]:
                 problem = (
                     f"the read of {_handle_text(handle)} returned "
@@ -197,6 +210,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 )
             for key in [k for k in reads if live.get(k[0]) != k[1]]:
                 del reads[key]
+                owed.pop(key, None)
             for chunk_id, address in live.items():
                 count = after.get("counts", {}).get(chunk_id)
                 named = reads.get((chunk_id, address), [None, 0])[1]
@@ -235,6 +249,9 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 break
         if hazard.liveness and violation is None:
             violation = settle(driver, replayer, trace, stage, rows, step)
+        elif violation is None and driver.writer is not None and "counts" not in driver.observe():
+            index = trace.states[-1].index + 1
+            violation = count_probe(driver, replayer, reads, owed, stage, rows, step, index)
     return HazardReplay(hazard, violation, rows)
 
 

@@ -18,6 +18,7 @@ from shmref.verdict import (
     ERROR,
     FAIL,
     HARDENED,
+    LAYOUT,
     LEVELS,
     NOT_RUN,
     PASS,
@@ -66,24 +67,39 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
         "differential: one call sequence on the seed and the impl, same results",
     ),
     TestGroup(
-        SEED,
+        LAYOUT,
         "test_layout.py::test_same_segment_bytes_as_seed",
         "same addresses, ids and segment bytes as the seed after every call",
     ),
     TestGroup(
-        SEED,
+        LAYOUT,
         "test_layout.py::test_seed_writer_impl_readers",
         "the seed's writer, impl readers, one segment",
     ),
     TestGroup(
-        SEED,
+        LAYOUT,
         "test_layout.py::test_impl_writer_seed_readers",
         "impl writer, the seed's readers, one segment",
     ),
     TestGroup(
-        SEED,
+        LAYOUT,
         "test_layout.py::test_mixed_readers_on_one_segment",
         "readers of the seed, refimpl and the impl on one segment",
+    ),
+    TestGroup(
+        LAYOUT,
+        "test_ring.py::test_secret_at_segment_start",
+        "the 32-byte secret is the segment's first bytes",
+    ),
+    TestGroup(
+        LAYOUT,
+        "test_ring.py::test_int_encoding_is_little_endian_signed",
+        "int2byte/byte2int: 4-byte little-endian signed (headers, counts)",
+    ),
+    TestGroup(
+        LAYOUT,
+        "test_storage.py::test_object_layout_in_segment",
+        "a chunk's bytes: id, size, count, serde metadata and data at the seed's offsets",
     ),
     TestGroup(
         HARDENED,

@@ -2,17 +2,19 @@
 
 - Seed results (differential): one Hypothesis-chosen sequence of calls runs
   on the seed, on refimpl and on the implementation, each on its own
-  segment; every call must give the seed's value, or raise the seed's kind
-  of exception (ValueError, MemoryError, KeyError; anything else by class
-  name). Where refimpl differs from the seed (by construction only where
-  FINDINGS.md documents a fix), refimpl's result is accepted too. Handles
-  are compared only by what they do: the numbers in them are layout.
-- Seed layout: the same sequence must give the same addresses and ids, and
-  byte-for-byte the same segment (everything after the random 32-byte
-  secret, read from the segment itself); and a writer of one with readers
-  of the other on ONE segment must work: handles and signatures verify
-  across, reads count where the writer looks, stale and forged handles are
-  refused.
+  segment and all three with the implementation's own serde class (what a
+  serde stores or refuses is the serde's business, not the store's); every
+  call must give the seed's value, or raise the seed's kind of exception
+  (ValueError, MemoryError, KeyError; anything else by class name). Where
+  refimpl differs from the seed (by construction only where FINDINGS.md
+  documents a fix), refimpl's result is accepted too. Handles are compared
+  only by what they do: the numbers in them are layout.
+- Seed layout (the level seed-layout): the same sequence must give the same
+  addresses and ids, and byte-for-byte the same segment (everything after
+  the random 32-byte secret, read from the segment itself); and a writer of
+  one with readers of the other on ONE segment must work: handles and
+  signatures verify across, reads count where the writer looks, stale and
+  forged handles are refused.
 - Hardened: the same sequence gives refimpl's result on every call.
 
 The writer is built as vLLM builds it (no reader_lock); readers get the lock.
@@ -34,6 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import refimpl
 from shmref.impl import load_impl
 from shmref.observe import Segment, first_difference
+from shmref.suite.values import read_back, serde_of, stores
 from shmref.vocabulary import ACTIONS, documented_kind
 
 BUFFER = 1024
@@ -72,13 +75,19 @@ def reader_handle(handle: Any, lock: Any) -> Any:
 class Side:
     """One implementation's writer and readers on its own segment."""
 
-    def __init__(self, impl: ModuleType, resources: ExitStack) -> None:
+    def __init__(
+        self, impl: ModuleType, resources: ExitStack, serde: type | None, layout: bool
+    ) -> None:
+        """`serde`: the serde class to build the writer with (None: the
+        implementation's default); `layout`: read the segment's bytes."""
         self.impl = impl
         self.ring = impl.SingleWriterShmRingBuffer(BUFFER, create=True)
         resources.callback(self.ring.close)
-        self.view = Segment(self.ring.handle())
-        resources.callback(self.view.close)
-        self.writer = impl.SingleWriterShmObjectStorage(MAX_OBJECT, N_READERS, self.ring)
+        self.view = Segment(self.ring.handle()) if layout else None
+        if self.view is not None:
+            resources.callback(self.view.close)
+        extra = {} if serde is None else {"serde_class": serde}
+        self.writer = impl.SingleWriterShmObjectStorage(MAX_OBJECT, N_READERS, self.ring, **extra)
         lock = mp.get_context("spawn").Lock()
         self.readers = []
         for _ in range(N_READERS):
@@ -98,6 +107,7 @@ class Side:
         self.issued.append((address, monotonic_id, self.writer.get_signature(key), key))
 
     def segment(self) -> bytes:
+        assert self.view is not None, "a side-by-side run without layout reads no bytes"
         return self.view.data()
 
 
@@ -112,9 +122,12 @@ class SideBySide(RuleBasedStateMachine):
         super().__init__()
         self.resources = ExitStack()
         try:
-            self.seed = Side(load_impl("seed"), self.resources)
-            self.ref = Side(refimpl, self.resources)
-            self.imp = Side(self.impl, self.resources)
+            # the implementation with its default serde; the seed and refimpl
+            # with that serde class too (a store is judged, not its serde)
+            self.imp = Side(self.impl, self.resources, None, self.layout)
+            serde = self.imp.writer.handle().serde_class
+            self.seed = Side(load_impl("seed"), self.resources, serde, self.layout)
+            self.ref = Side(refimpl, self.resources, serde, self.layout)
         except BaseException:
             self.resources.close()
             raise
@@ -338,7 +351,7 @@ def test_same_results_as_seed(impl):
 
 
 def test_same_segment_bytes_as_seed(impl):
-    """Seed-compatible: the seed's addresses, ids and segment bytes, call by call."""
+    """Seed-layout: the seed's addresses, ids and segment bytes, call by call."""
     machine(impl, layout=True).TestCase().runTest()
 
 
@@ -365,20 +378,22 @@ def share_one_segment(writer_impl: ModuleType, reader_impls: list[ModuleType]) -
             )
             resources.callback(reader.close)
             readers.append(reader)
-        values = {
+        serde = serde_of(writer)
+        every = {
             "int": 7,
             "str": "héllo" * 9,
             "bytes": bytes(range(200)),
             "list": [1, [2, 3], None],
             "dict": {"a": 1, "b": [True, 1.5]},
         }
+        values = {k: v for k, v in every.items() if stores(serde, v)}  # the serde's business
         handles = {}
         for key, value in values.items():
             address, monotonic_id = writer.put(key, value)
             handles[key] = (address, monotonic_id, writer.get_signature(key), key)
         for key, value in values.items():
             for reader in readers:
-                assert reader.get(*handles[key]) == value, f"{key}: read back another value"
+                assert reader.get(*handles[key]) == read_back(serde, value), f"{key}: another value"
         address, monotonic_id, signature, key = handles["int"]
         for reader in readers:
             with pytest.raises(ValueError):

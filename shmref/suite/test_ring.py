@@ -138,18 +138,34 @@ def test_clear_keeps_ids_increasing(ring_factory):
     assert ring.allocate_buf(10) == (0, 2)
 
 
-def test_secret_is_random_and_at_segment_start(ring_factory):
+def test_secret_is_random(ring_factory):
+    """Each writer ring signs with its own 32-byte secret (get_auth_secret)."""
     a, b = ring_factory(64), ring_factory(64)
     assert len(a.get_auth_secret()) == 32
     assert a.get_auth_secret() != b.get_auth_secret()
-    with Segment(a.handle()) as segment:  # read from the segment, not an attribute
-        assert segment.secret() == a.get_auth_secret()
+
+
+def test_secret_at_segment_start(ring_factory):
+    """Seed-layout: the secret is the segment's first 32 bytes, where the
+    seed's readers look for it (read from the segment, not an attribute)."""
+    ring = ring_factory(64)
+    with Segment(ring.handle()) as segment:
+        assert segment.secret() == ring.get_auth_secret()
+
+
+def test_int_roundtrip(ring_factory):
+    """int2byte and byte2int are inverse on the 4-byte signed range."""
+    ring = ring_factory(64)
+    for value in (0, 1, -2, 2**31 - 1, -(2**31)):
+        assert ring.byte2int(ring.int2byte(value)) == value
 
 
 def test_int_encoding_is_little_endian_signed(ring_factory):
+    """Seed-layout: the segment's integers (headers, read counts) are the
+    seed's 4-byte little-endian signed ones."""
     ring = ring_factory(64)
     assert ring.int2byte(1) == b"\x01\x00\x00\x00"
-    assert ring.byte2int(ring.int2byte(-2)) == -2
+    assert ring.int2byte(-2) == b"\xfe\xff\xff\xff"
 
 
 def test_reader_sees_writer_chunks(impl, ring_factory):

@@ -2,9 +2,10 @@
 counting and reclamation, and bad input.
 
 Only the contract (shmref.contract) is used: handles come from what put
-returns, counts and headers from the segment's bytes (shmref.observe). The
-writer is built as vLLM builds it, without a reader lock; readers get one
-through the handle."""
+returns, counts show in what free_unused reclaims (is_cached). Only the
+seed-layout test reads the segment's bytes (shmref.observe). The writer is
+built as vLLM builds it, without a reader lock; readers get one through the
+handle."""
 
 from __future__ import annotations
 
@@ -20,21 +21,33 @@ from typing import Any
 
 import pytest
 
+import refimpl
 from shmref.contract import split_read_missing
 from shmref.observe import Segment
 from shmref.readers import ReaderProcess
+from shmref.suite.values import read_back, serde_of, sized, storable, stores
 
 LOCK = mp.get_context("spawn").Lock()
 
 
 class Writer:
     """A writer storage seen through the contract: it remembers the
-    (address, id) that put and get_cached returned, and reads its segment."""
+    (address, id) that put and get_cached returned; `segment()` reads its
+    bytes (seed-layout tests only)."""
 
     def __init__(self, storage: Any, ring: Any) -> None:
         self.storage, self.ring = storage, ring
         self.placed: dict[Any, tuple[int, int]] = {}
-        self.segment = Segment(ring.handle())
+        self._segment: Segment | None = None
+
+    def segment(self) -> Segment:
+        if self._segment is None:
+            self._segment = Segment(self.ring.handle())
+        return self._segment
+
+    def close_segment(self) -> None:
+        if self._segment is not None:
+            self._segment.close()
 
     def put(self, key: Any, value: Any) -> tuple[int, int]:
         placed: tuple[int, int] = self.storage.put(key, value)
@@ -66,10 +79,15 @@ def store_factory(impl, ring_factory):
     up by ring_factory."""
     made: list[Writer] = []
 
-    def make(buffer_size=1024, max_object_size=256, n_readers=1, id_max=None, lock=None):
+    def make(
+        buffer_size=1024, max_object_size=256, n_readers=1, id_max=None, lock=None, serde=None
+    ):
         ring = ring_factory(buffer_size, id_max)
+        extra = {} if serde is None else {"serde_class": serde}
         writer = Writer(
-            impl.SingleWriterShmObjectStorage(max_object_size, n_readers, ring, reader_lock=lock),
+            impl.SingleWriterShmObjectStorage(
+                max_object_size, n_readers, ring, reader_lock=lock, **extra
+            ),
             ring,
         )
         made.append(writer)
@@ -77,7 +95,7 @@ def store_factory(impl, ring_factory):
 
     yield make
     for writer in made:
-        writer.segment.close()
+        writer.close_segment()
 
 
 @pytest.fixture
@@ -101,9 +119,12 @@ def handle_of(writer, key):
 
 
 def test_put_then_get_roundtrip_types(store_factory, attach):
+    """A reader gets back what the store's serde gives back, for each value
+    that serde stores."""
     writer = store_factory()
     reader = attach(writer)
-    values = {
+    serde = serde_of(writer)
+    every = {
         "int": 7,
         "str": "héllo",
         "bytes": b"\x00\xff",
@@ -113,22 +134,27 @@ def test_put_then_get_roundtrip_types(store_factory, attach):
         "float": 1.5,
         "bool": True,
     }
+    values = {key: value for key, value in every.items() if stores(serde, value)}
+    assert values, f"{type(serde).__name__} stores none of {list(every.values())}"
     for key, value in values.items():
         writer.put(key, value)
     for key, value in values.items():
-        assert reader.get(*handle_of(writer, key)) == value
+        assert reader.get(*handle_of(writer, key)) == read_back(serde, value)
 
 
 def test_object_layout_in_segment(store_factory):
+    """Seed-layout: the chunk `[id][size][count 0][serde metadata][data]`,
+    little-endian, at the address put returned (read from the segment)."""
     writer = store_factory()
-    address, monotonic_id = writer.put("k", b"payload")
-    raw = writer.segment.data()[address : address + 64]
+    address, monotonic_id = writer.put("k", "payload")
+    raw = writer.segment().data()[address : address + 64]
     chunk_size = int.from_bytes(raw[4:8], "little")
     obj = raw[8:chunk_size]
     assert int.from_bytes(raw[:4], "little") == monotonic_id
     assert obj[:4] == b"\x00\x00\x00\x00"  # reference count starts at 0
-    data, data_bytes, metadata, md_bytes = writer.handle().serde_class().serialize(b"payload")
-    assert obj[4:] == metadata + data and chunk_size == 8 + 4 + md_bytes + data_bytes
+    data, data_bytes, metadata, md_bytes = writer.handle().serde_class().serialize("payload")
+    body = b"".join(bytes(d) for d in data) if isinstance(data, list) else bytes(data)
+    assert obj[4:] == bytes(metadata) + body and chunk_size == 8 + 4 + md_bytes + data_bytes
 
 
 def test_duplicate_key_is_rejected_and_index_kept(store_factory):
@@ -187,9 +213,10 @@ def test_put_frees_oldest_when_full(store_factory, attach):
     writer = store_factory(buffer_size=256, max_object_size=64, n_readers=1)
     reader = attach(writer)
     keys = []
+    value = sized(serde_of(writer), 45)
     for i in range(40):
         key = f"k{i}"
-        writer.put(key, b"x" * 40)
+        writer.put(key, value)
         keys.append(key)
         reader.get(*handle_of(writer, key))
     assert writer.is_cached("k39") and not writer.is_cached("k0")
@@ -197,9 +224,10 @@ def test_put_frees_oldest_when_full(store_factory, attach):
 
 def test_put_raises_memory_error_when_all_busy(store_factory):
     writer = store_factory(buffer_size=256, max_object_size=64, n_readers=1)
+    value = sized(serde_of(writer), 45)
     with pytest.raises(MemoryError):
         for i in range(40):
-            writer.put(f"k{i}", b"x" * 40)
+            writer.put(f"k{i}", value)
     cached = sum(writer.is_cached(f"k{i}") for i in range(40))
     assert cached > 0
     if hasattr(writer.ring, "monotonic_id_end"):  # no chunk outside the index
@@ -219,11 +247,11 @@ def test_reader_touch_validates_handle(store_factory, attach):
 def test_stale_handle_after_reuse_is_rejected(store_factory, attach):
     writer = store_factory(buffer_size=128, max_object_size=60, n_readers=1)
     reader = attach(writer)
-    writer.put("old", b"o" * 40)
+    writer.put("old", sized(serde_of(writer), 45, "o"))
     old = handle_of(writer, "old")
     reader.get(*old)
     writer.free_unused()
-    writer.put("new", b"n" * 40)  # lands at address 0 again, new id
+    writer.put("new", sized(serde_of(writer), 45, "n"))  # at address 0 again, new id
     assert writer.placed["new"][0] % 128 == old[0] % 128
     with pytest.raises(ValueError, match="modified or is invalid"):
         reader.get(*old)
@@ -274,7 +302,8 @@ def test_lock_is_required_for_readers(impl, store_factory):
 
 
 def test_signatures_interoperate_across_instances(store_factory, attach):
-    """A reader checks the HMAC with the secret it finds in the segment."""
+    """The signature is the documented HMAC, keyed by the ring's secret
+    (get_auth_secret), and a reader attached by handle accepts it."""
     writer = store_factory()
     reader = attach(writer)
     writer.put("k", "v")
@@ -287,7 +316,7 @@ def test_signatures_interoperate_across_instances(store_factory, attach):
         + address.to_bytes(8, "little")
         + monotonic_id.to_bytes(4, "little")
     )
-    expected = hmac.new(writer.segment.secret(), message, hashlib.sha256)
+    expected = hmac.new(writer.ring.get_auth_secret(), message, hashlib.sha256)
     assert bytes(signature) == expected.digest()
     writer.verify_signature(key, address, monotonic_id, signature)
     reader.verify_signature(key, address, monotonic_id, signature)
@@ -360,27 +389,29 @@ class TestBadPuts:
     def test_too_large_for_max_object_size(self, store_factory):
         writer = store_factory(max_object_size=64)
         with pytest.raises(ValueError, match="exceeds max object size"):
-            writer.put("k", b"x" * 100)
+            writer.put("k", "x" * 100)
         assert writer.ring.monotonic_id_end == 0
 
     def test_too_large_for_the_buffer(self, store_factory):
         writer = store_factory(buffer_size=128, max_object_size=4096)
         with pytest.raises(MemoryError):
-            writer.put("k", b"x" * 1000)
+            writer.put("k", "x" * 1000)
         assert not writer.is_cached("k")
 
     @pytest.mark.parametrize("value", [object(), {1, 2}, lambda: 1, [1, {"a": {2}}]])
     def test_unstorable_types_are_type_errors(self, store_factory, is_refimpl, value):
-        """The default serde names the type it cannot store (the seed module
-        shares refimpl's serde, so this holds on both)."""
-        writer = store_factory()
+        """A value refimpl's serde refuses (naming its type) leaves nothing
+        behind. The store is given refimpl's serde: what a serde refuses is
+        the serde's business, what the store does then is the store's."""
+        writer = store_factory(serde=refimpl.MsgpackSerde)
         with pytest.raises(TypeError, match="cannot store a (object|set|function)"):
             writer.put("k", value)
         assert not writer.is_cached("k") and writer.ring.monotonic_id_end == 0
 
     @pytest.mark.parametrize("value", [2**64, -(2**63) - 1, [2**70]])
     def test_ints_beyond_64_bits_are_value_errors(self, store_factory, value):
-        writer = store_factory()
+        """As above: refimpl's serde refuses, the store leaves nothing behind."""
+        writer = store_factory(serde=refimpl.MsgpackSerde)
         with pytest.raises(ValueError, match=r"ints in \[-2\*\*63, 2\*\*64\)"):
             writer.put("k", value)
         assert not writer.is_cached("k") and writer.ring.monotonic_id_end == 0
@@ -515,9 +546,14 @@ def test_bad_handles_and_keys_are_value_errors_under_python_O() -> None:
 def test_readers_in_other_processes(impl_name, store_factory):
     """Three spawned readers attach by handle, read every object and count."""
     writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
+    serde = serde_of(writer)
+    values = [
+        storable(serde, ({"i": i, "blob": bytes([i]) * 100}, {"i": i, "blob": "ab"[i % 2] * 100}))
+        for i in range(10)
+    ]
     handles = []
     for i in range(10):
-        writer.put(f"k{i}", {"i": i, "blob": bytes([i]) * 100})
+        writer.put(f"k{i}", values[i])
         handles.append(handle_of(writer, f"k{i}"))
     readers = [ReaderProcess(impl_name, writer.reader_handle()) for _ in range(3)]
     try:
@@ -526,7 +562,7 @@ def test_readers_in_other_processes(impl_name, store_factory):
                 reader.send("get", *handle)
         for reader in readers:
             got = [reader.receive() for _ in handles]
-            assert got == [("ok", {"i": i, "blob": bytes([i]) * 100}) for i in range(10)]
+            assert got == [("ok", read_back(serde, value)) for value in values]
     finally:
         for reader in readers:
             reader.stop()
@@ -588,16 +624,24 @@ def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_loc
 
 
 def test_concurrent_reader_threads_count_exactly(store_factory, attach):
-    """The reader lock makes increments from many threads exact."""
-    writer = store_factory(n_readers=8)
+    """The reader lock makes increments from many threads exact, as
+    free_unused shows it: with 201 readers owed, 200 threaded reads keep the
+    object (none counted twice), the 201st frees it (none lost)."""
+    threads_n, reads_each = 8, 25
+    writer = store_factory(n_readers=threads_n * reads_each + 1)
     writer.put("k", list(range(50)))
     handle = handle_of(writer, "k")
     reader = attach(writer)
     threads = [
-        threading.Thread(target=lambda: [reader.get(*handle) for _ in range(25)]) for _ in range(8)
+        threading.Thread(target=lambda: [reader.get(*handle) for _ in range(reads_each)])
+        for _ in range(threads_n)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert writer.segment.count(handle[0]) == 200
+    writer.free_unused()
+    assert writer.is_cached("k"), "freed after 200 of 201 reads: a read counted twice"
+    reader.get(*handle)
+    writer.free_unused()
+    assert not writer.is_cached("k"), "kept after 201 of 201 reads: a read was lost"

@@ -1,0 +1,58 @@
+"""Values as the store's own serde keeps them.
+
+A store is judged, not its serde (docs/conformance.md): a test puts only
+values its serde stores, and expects back what that serde alone gives back
+(a JSON serde turns tuples into lists, a dict's int keys into strings), and
+sizes objects by that serde's overhead."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+COUNT_BYTES = 4  # the object's read count: part of the size put checks (seed behaviour)
+
+
+def serde_of(storage: Any) -> Any:
+    """An instance of the storage's serde class (from its handle: the contract)."""
+    return storage.handle().serde_class()
+
+
+def stores(serde: Any, value: Any) -> bool:
+    try:
+        serde.serialize(value)
+    except Exception:  # the serde refuses it: its business
+        return False
+    return True
+
+
+def storable(serde: Any, candidates: Iterable[Any]) -> Any:
+    """The first of `candidates` the serde stores."""
+    for value in candidates:
+        if stores(serde, value):
+            return value
+    raise ValueError(f"{type(serde).__name__} stores none of the test's values")
+
+
+def read_back(serde: Any, value: Any) -> Any:
+    """What the serde alone returns for `value`: serialized, laid out as a
+    store lays out an object's bytes (metadata, then data), deserialized."""
+    data, _n, metadata, _m = serde.serialize(value)
+    body = b"".join(bytes(d) for d in data) if isinstance(data, list) else bytes(data)
+    return serde.deserialize(memoryview(bytes(metadata) + body))
+
+
+def sized(serde: Any, total: int, fill: str = "x") -> bytes | str:
+    """The longest run of `fill` (as bytes, else as str if the serde stores
+    no bytes) whose object (the read count, the serde's metadata and data) is
+    at most `total` bytes: a test fills the ring in the same chunk sizes
+    whatever the serde's overhead (refimpl's serde: `total` 45 gives 40 bytes)."""
+    for kind in (bytes, str):
+        for n in range(total, -1, -1):
+            value: bytes | str = fill.encode() * n if kind is bytes else fill * n
+            if not stores(serde, value):
+                break
+            _data, data_bytes, _md, md_bytes = serde.serialize(value)
+            if COUNT_BYTES + md_bytes + data_bytes <= total:
+                return value
+    raise ValueError(f"{type(serde).__name__} stores no {fill!r} run in a {total}-byte object")

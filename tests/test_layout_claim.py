@@ -1,0 +1,268 @@
+"""The seed's bytes are a claim of their own (the level seed-layout), and a
+store is judged, not its serde (issue 23).
+
+Fixture stores (tests/stores/, built from the seed's text at import time):
+`seed_other_layout` behaves as the seed on a segment laid out otherwise
+(secret at the end, big-endian integers); `seed_pickle_serde` and
+`seed_json_serde` are the seed's code with a serde of their own as default
+(more bytes per object than msgpack; JSON refuses bytes and reads int keys
+back as strings). In `make test`: the
+fixtures are what they claim (the seed's API results; other bytes), the
+count probe tells the two layouts apart, a hazard replay of a store whose
+counts are not the seed's still catches a misplaced count (through the API)
+and clears a correct store, and the side-by-side machine with the store's
+own serde passes the pickle store and catches a broken one. `slow`, end to
+end: the layout store gets the seed's verdict on every property outside
+seed-layout and fails seed-layout; the serde store passes seed-compatible
+as the seed does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine
+
+import refimpl
+from shmref import hazards, layoutprobe
+from shmref.impl import load_impl
+from shmref.observe import Segment
+from shmref.seedbuild import SeedError
+from shmref.suite.test_layout import machine
+from shmref.testgroups import TEST_GROUPS
+from shmref.verdict import LAYOUT, LEVELS, SEED
+
+REPO = Path(__file__).resolve().parents[1]
+STORES = Path(__file__).resolve().parent / "stores"
+CLI = [pytest.mark.slow, pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
+LAYOUT_PROPERTIES = {g.label for g in TEST_GROUPS if g.level == LAYOUT}
+FIXTURES = ("seed_other_layout", "seed_pickle_serde", "seed_json_serde")
+
+
+@pytest.fixture(scope="module")
+def stores() -> Iterator[dict[str, ModuleType]]:
+    """The seed and the two fixture stores (skipped without the seed file)."""
+    sys.path.insert(0, str(STORES))
+    try:
+        yield {name: load_impl(name) for name in ("seed", *FIXTURES)}
+    except SeedError as exc:
+        pytest.skip(str(exc))
+    finally:
+        sys.path.remove(str(STORES))
+
+
+def history(impl: ModuleType) -> list[Any]:
+    """One call sequence through the API: what it returned, in order."""
+    ring = impl.SingleWriterShmRingBuffer(100, create=True)
+    try:
+        seen: list[Any] = [ring.allocate_buf(20), ring.allocate_buf(30)]
+        with ring.access_buf(28) as (view, header):
+            seen += [header, len(view)]
+        seen += [list(ring.free_buf(lambda i, _b: i == 0)), ring.data_buffer_start]
+        seen += [ring.byte2int(ring.int2byte(-5)), len(ring.get_auth_secret())]
+        storage = impl.SingleWriterShmObjectStorage(64, 1, ring)
+        ring.clear()
+        seen += [storage.put("k", b"v" * 20), storage.get(*storage.get_cached("k"))]
+        try:
+            storage.put("big", b"x" * 80)
+        except ValueError as exc:
+            seen.append(str(exc))
+        return seen
+    finally:
+        ring.close()
+
+
+def test_the_layout_store_returns_what_the_seed_returns(stores):
+    assert history(stores["seed_other_layout"]) == history(stores["seed"])
+
+
+def test_the_layout_store_has_other_bytes(stores):
+    """Not the seed's bytes: the secret is not at the start, the header's id
+    is not little-endian at the seed's offset, and int2byte is big-endian."""
+    impl = stores["seed_other_layout"]
+    ring = impl.SingleWriterShmRingBuffer(256, create=True)
+    try:
+        address, chunk_id = ring.allocate_buf(16)
+        ring.allocate_buf(16)
+        with Segment(ring.handle()) as segment:
+            assert segment.secret() != ring.get_auth_secret()
+            assert segment.header(address + 24)[0] != 1
+        assert ring.int2byte(1) == b"\x00\x00\x00\x01"
+    finally:
+        ring.close()
+
+
+def test_the_count_probe_tells_the_layouts_apart(stores):
+    assert layoutprobe.seed_counts(refimpl)
+    assert layoutprobe.seed_counts(stores["seed"])
+    assert layoutprobe.seed_counts(stores["seed_pickle_serde"])  # the seed's bytes, its serde's
+    assert layoutprobe.seed_counts(stores["seed_json_serde"])
+    assert not layoutprobe.seed_counts(stores["seed_other_layout"])
+
+
+@pytest.fixture
+def api_counts(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make the oracle treat a module's counts as unreadable from its bytes."""
+
+    def hide(impl: ModuleType) -> None:
+        monkeypatch.setitem(layoutprobe._PROBED, (impl.__name__, id(impl)), False)
+
+    return hide
+
+
+@pytest.mark.tlc
+def test_hazard_replays_observe_counts_through_the_api(stores, api_counts):
+    """MCDoubleReadCount's misplaced count, on a store whose counts the
+    oracle cannot read: the count probe after the trace finds it (as the
+    byte check does on the seed); refimpl with its counts hidden the same
+    way gets its own verdict on every hazard (no false alarm)."""
+    layout = stores["seed_other_layout"]
+    hazard = next(h for h in hazards.HAZARDS if h.model == "MCDoubleReadCount")
+    trace, source = hazards.hazard_trace(hazard.model)
+    check, _ = hazards.hazard_check("seed_other_layout", layout, hazard, trace, source)
+    assert check.status == "FAIL" and "no read naming it made" in check.detail, check.detail
+    seed_check, _ = hazards.hazard_check("seed", stores["seed"], hazard, trace, source)
+    assert seed_check.status == "FAIL" and "only 0 read(s) named it" in seed_check.detail
+    bytes_verdict = {}
+    for h in hazards.HAZARDS:
+        trace, source = hazards.hazard_trace(h.model, run_missing=h.quick)
+        bytes_verdict[h.model] = hazards.hazard_check("refimpl", refimpl, h, trace, source)[0]
+    api_counts(refimpl)
+    for h in hazards.HAZARDS:
+        trace, source = hazards.hazard_trace(h.model, run_missing=h.quick)
+        api = hazards.hazard_check("refimpl", refimpl, h, trace, source)[0]
+        assert api.status == bytes_verdict[h.model].status, (h.model, api.detail)
+
+
+@pytest.mark.tlc
+def test_the_count_probe_fails_the_seed_with_its_counts_hidden(stores, api_counts):
+    seed = stores["seed"]
+    api_counts(seed)
+    hazard = next(h for h in hazards.HAZARDS if h.model == "MCDoubleReadCount")
+    trace, source = hazards.hazard_trace(hazard.model)
+    check, replay = hazards.hazard_check("seed", seed, hazard, trace, source)
+    assert check.status == "FAIL" and replay is not None
+    assert any(row[1] == "(count probe)" for row in replay.rows)
+
+
+def quick(cls: type[RuleBasedStateMachine]) -> type[RuleBasedStateMachine]:
+    """Few examples, no shrinking: a pass or the first failure is all we need."""
+    cls.TestCase.settings = settings(
+        cls.TestCase.settings, max_examples=20, phases=[Phase.generate], deadline=None
+    )
+    return cls
+
+
+def test_side_by_side_uses_the_stores_own_serde(stores):
+    """The pickle store passes the seed's side-by-side machine (the seed and
+    refimpl run with its serde); the same store with one behaviour changed
+    (a duplicate put returns the cached handle) is caught."""
+    store = stores["seed_pickle_serde"]
+    quick(machine(store, layout=False)).TestCase().runTest()
+
+    class Lenient(store.SingleWriterShmObjectStorage):
+        def put(self, key: str, value: Any) -> tuple[int, int]:
+            if self.is_cached(key):
+                return self.get_cached(key)
+            return super().put(key, value)
+
+    broken = ModuleType("lenient_pickle_store")
+    broken.SingleWriterShmRingBuffer = store.SingleWriterShmRingBuffer
+    broken.SingleWriterShmObjectStorage = Lenient
+    with pytest.raises(AssertionError, match="put"):
+        quick(machine(broken, layout=False)).TestCase().runTest()
+
+
+# -- end to end (slow) -----------------------------------------------------------------------
+
+
+def run_oracle(impl: str, out: Path) -> dict[str, Any]:
+    """`python -m shmref.conformance --impl IMPL --quick --all-groups`, the
+    fixture stores importable; {(level, name): (status, seed's status)}."""
+    import json
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), str(STORES), env.get("PYTHONPATH", "")) if p
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "shmref.conformance", "--impl", impl, "--quick", "--all-groups"]
+        + ["--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert (out / "conformance.json").is_file(), proc.stdout + proc.stderr
+    report = json.loads((out / "conformance.json").read_text())
+    return {
+        (level, c["name"]): (c["status"], c["seed"])
+        for level in LEVELS
+        for c in report["levels"][level]["checks"]
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@pytest.mark.xdist_group("conformance")
+def test_the_layout_store_gets_the_seeds_verdict_outside_the_layout_claim(stores, tmp_path):
+    checks = run_oracle("seed_other_layout", tmp_path)
+    outside = {k: v for k, v in checks.items() if k[0] != LAYOUT}
+    assert outside and {k for k, (mine, seed) in outside.items() if mine != seed} == set()
+    claim = {k[1]: v for k, v in checks.items() if k[0] == LAYOUT}
+    assert set(claim) == LAYOUT_PROPERTIES
+    assert {v for v in claim.values()} == {("FAIL", "pass")}, claim
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@pytest.mark.xdist_group("conformance")
+def test_the_serde_store_passes_seed_compatible_as_the_seed(stores, tmp_path):
+    checks = run_oracle("seed_pickle_serde", tmp_path)
+    compatible = {k: v for k, v in checks.items() if k[0] == SEED}
+    assert compatible and all(mine == seed for mine, seed in compatible.values()), compatible
+    assert {mine for mine, _seed in compatible.values()} <= {"pass", "skip"}
+    layout = {k: v for k, v in checks.items() if k[0] == LAYOUT}
+    assert all(mine == seed == "pass" for mine, seed in layout.values()), layout
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("conformance")
+@pytest.mark.parametrize(
+    "store, marker, failing",
+    [
+        ("seed_other_layout", "seed_layout", LAYOUT_PROPERTIES),
+        ("seed_other_layout", "seed_compatible", set()),
+        ("seed_pickle_serde", "seed_compatible", set()),
+        ("seed_json_serde", "seed_compatible", set()),
+        ("seed_json_serde", "seed_layout", set()),
+    ],
+)
+def test_the_plugin_judges_the_store_by_its_level(stores, store, marker, failing):
+    """`pytest --shmref-impl STORE --pyargs shmref.suite -m MARKER`: the
+    layout store fails exactly the layout tests and passes seed-compatible;
+    the serde stores pass seed-compatible (and the JSON one seed-layout: its
+    bytes are the seed's, its serde travels in the handle)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), str(STORES), env.get("PYTHONPATH", "")) if p
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command += ["--rootdir", str(REPO), "--shmref-impl", store, "--shmref-profile"]
+    command += ["shmref-quick", "--pyargs", "shmref.suite", "-m", marker]
+    run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    failed = {
+        "test_" + line.split("::test_", 1)[1].split("[")[0].split()[0]
+        for line in run.stdout.splitlines()
+        if line.startswith(("FAILED ", "ERROR "))
+    }
+    assert failed == {label.split("::", 1)[1] for label in failing}, run.stdout[-3000:]
+    assert run.returncode == (1 if failing else 0), run.stdout[-3000:]
