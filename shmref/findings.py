@@ -32,12 +32,14 @@ from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped]
 
+from shmref import coverage
 from shmref.paths import checkout
 
 REPO = checkout() or Path.cwd()  # FINDINGS.md and docs/ live in a shmref checkout
 DATA = REPO / "docs" / "findings.toml"
 DOC = REPO / "FINDINGS.md"
 SNAPSHOT = REPO / "docs" / "seed-conformance.json"
+COVERAGE = REPO / "docs" / "coverage.toml"
 
 SEVERITIES = (
     "data returned to the wrong request",
@@ -322,13 +324,21 @@ def oracle_section(summary: Mapping[str, Any]) -> str:
 
 
 def sections(
-    findings: Sequence[Finding], summary: Mapping[str, Any], repo: Path = REPO
+    findings: Sequence[Finding],
+    summary: Mapping[str, Any],
+    repo: Path = REPO,
+    coverage_data: Path = COVERAGE,
 ) -> dict[str, str]:
     xfail = xfail_map(findings, repo)
+    try:
+        covered = coverage.section(coverage_data, repo)
+    except coverage.CoverageError as exc:
+        raise FindingsError(str(exc)) from exc
     return {
         "summary": summary_table(findings, xfail),
         "replay": replay_table(findings, xfail),
         "oracle": oracle_section(summary),
+        "coverage": covered,
     }
 
 
@@ -368,14 +378,19 @@ def load_summary(path: Path = SNAPSHOT) -> dict[str, Any]:
 
 
 def generate(
-    doc: Path = DOC, data: Path = DATA, snapshot: Path = SNAPSHOT, repo: Path = REPO
+    doc: Path = DOC,
+    data: Path = DATA,
+    snapshot: Path = SNAPSHOT,
+    repo: Path = REPO,
+    coverage_data: Path = COVERAGE,
 ) -> str:
     """FINDINGS.md as it should be."""
     try:
         text = doc.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise FindingsError(f"{doc} not found") from exc
-    return render(text, sections(load_findings(data), load_summary(snapshot), repo))
+    summary = load_summary(snapshot)
+    return render(text, sections(load_findings(data), summary, repo, coverage_data))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -398,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT, help=argparse.SUPPRESS)
+    parser.add_argument("--coverage-data", type=Path, default=COVERAGE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not DATA.is_file():
         print(f"shmref.findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
@@ -406,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.conformance:
             summary = summarize_conformance(json.loads(args.conformance.read_text("utf-8")))
             args.snapshot.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-        expected = generate(args.doc, args.data, args.snapshot)
+        expected = generate(args.doc, args.data, args.snapshot, coverage_data=args.coverage_data)
         current = args.doc.read_text(encoding="utf-8")
     except (FindingsError, OSError, json.JSONDecodeError) as exc:
         print(f"findings: {exc}", file=sys.stderr)
