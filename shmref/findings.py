@@ -5,6 +5,9 @@
     python -m shmref.findings --conformance FILE   first refresh the oracle snapshot
                                                    from `python -m shmref.conformance
                                                    --impl seed`'s conformance.json
+    python -m shmref.findings --check --conformance FILE
+                                                   also exit 1 if the snapshot is not
+                                                   FILE's summary (writes nothing)
 
 The findings are data (docs/findings.toml): one entry per finding with its
 severity, reach in vLLM, vLLM code path, upstream status, regression tests
@@ -69,7 +72,10 @@ REQUIRED = (
     "replay",
 )
 OPTIONAL = ("upstream_note", "refimpl_note", "refimpl_kept")
-FAILED = {"fail", "failed", "error"}  # oracle check statuses, compared in lower case
+# oracle check statuses, compared in lower case (the report's statuses are being re-cut:
+# PASS/FAIL/ERROR/CRASH/TIMEOUT/not run; older reports say pass/fail/skip/assumption)
+FAILED = {"fail", "failed", "error", "crash", "crashed", "timeout", "timed out"}
+NOT_RUN = {"not run", "not_run", "notrun"}
 
 
 class FindingsError(Exception):
@@ -297,6 +303,7 @@ def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
                 "assumptions": sorted(
                     {name for name, status in statuses if status == "assumption"}
                 ),
+                "not_run": sorted({name for name, status in statuses if status in NOT_RUN}),
             }
         )
     return {"impl": str(report.get("impl", "?")), "levels": out}
@@ -305,7 +312,13 @@ def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
 def oracle_section(summary: Mapping[str, Any]) -> str:
     """The oracle's verdict on the seed: one row per level, then what fails."""
     rows = [
-        [lv["level"], f"**{lv['status']}**", len(lv["failing"]), len(lv["assumptions"])]
+        [
+            lv["level"],
+            f"**{lv['status']}**",
+            len(lv["failing"]),
+            len(lv["assumptions"]),
+            len(lv.get("not_run", [])),
+        ]
         for lv in summary["levels"]
     ]
     out = [
@@ -314,10 +327,18 @@ def oracle_section(summary: Mapping[str, Any]) -> str:
         "IMPL=seed` then `make findings "
         "CONFORMANCE=build/conformance/shmref_seed/conformance.json`).",
         "",
-        tabulate(rows, ["level", "result", "failing properties", "assumptions"], tablefmt="github"),
+        tabulate(
+            rows,
+            ["level", "result", "failing properties", "assumptions", "not run"],
+            tablefmt="github",
+        ),
     ]
     for lv in summary["levels"]:
-        for what, names in (("fails", lv["failing"]), ("assumes", lv["assumptions"])):
+        for what, names in (
+            ("fails", lv["failing"]),
+            ("assumes", lv["assumptions"]),
+            ("did not run", lv.get("not_run", [])),
+        ):
             if names:
                 out += ["", f"{lv['level']} {what}: " + ", ".join(f"`{n}`" for n in names) + "."]
     return "\n".join(out)
@@ -374,7 +395,11 @@ def load_summary(path: Path = SNAPSHOT) -> dict[str, Any]:
         raise FindingsError(f"{path}: not an oracle report or snapshot (no 'levels')")
     first = data["levels"][0] if isinstance(data["levels"], list) and data["levels"] else None
     is_snapshot = isinstance(first, Mapping) and "failing" in first
-    return data if is_snapshot else summarize_conformance(data)
+    if not is_snapshot:
+        return summarize_conformance(data)
+    for level in data["levels"]:  # snapshots written before "not run" existed
+        level.setdefault("not_run", [])
+    return data
 
 
 def generate(
@@ -421,7 +446,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.conformance:
             summary = summarize_conformance(json.loads(args.conformance.read_text("utf-8")))
-            args.snapshot.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+            if args.check:  # CI's currency check: the snapshot must be this report's summary
+                if load_summary(args.snapshot) != summary:
+                    print(
+                        f"{args.snapshot} is not the summary of {args.conformance}: run "
+                        f"`make findings CONFORMANCE={args.conformance}` and commit it",
+                        file=sys.stderr,
+                    )
+                    return 1
+            else:
+                args.snapshot.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
         expected = generate(args.doc, args.data, args.snapshot, coverage_data=args.coverage_data)
         current = args.doc.read_text(encoding="utf-8")
     except (FindingsError, OSError, json.JSONDecodeError) as exc:
