@@ -137,6 +137,7 @@ def _handle_fields(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         changes["max_object_size"] = draw(st.sampled_from([1, 64, 0, -64, 64.5, None]))
     changes["reader_lock"] = draw(st.booleans())
+    changes["from_reader"] = draw(st.booleans())  # a reader's handle makes a reader too
     return changes
 
 
@@ -144,9 +145,9 @@ def audit_create_from_handle(mod: ModuleType, changes: dict[str, Any]) -> str | 
     """A reader made from the writer's handle (fields changed) reads the writer's
     object, or creation raises ValueError (FileNotFoundError: no such segment)."""
     before = shmleaks.created()
-    with writer_and_reader(mod) as (writer, _):
+    with writer_and_reader(mod) as (writer, first_reader):
         writer.put("k0", "v")
-        handle = writer.handle()
+        handle = (first_reader if changes["from_reader"] else writer).handle()
         size, name = handle.ring_buffer_handle
         delta = changes.get("ring_size_delta", 0)
         name = {"missing": "shmref_no_such_segment", "none": None}.get(changes.get("name"), name)
