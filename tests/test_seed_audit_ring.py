@@ -18,8 +18,17 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from audit_support import Audits, check_refimpl, check_seed, seed, unlink_left_since
+from audit_support import (
+    Audits,
+    check_refimpl,
+    check_seed,
+    check_seed_sound,
+    seed,
+    unlink_left_since,
+)
+from hypothesis import find
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from shmref.testing import leaks as shmleaks
 
@@ -172,6 +181,16 @@ def test_refimpl_shows_only_open_findings(method: str) -> None:
 def test_seed_free_buf_sequences_are_sound(seed: ModuleType) -> None:
     """free_buf interleaved with allocate_buf keeps the FIFO on the seed (with
     the default ID_MAX: fewer live chunks than ids, so finding 4 is out of reach)."""
-    from audit_support import check_seed_sound
-
     check_seed_sound(seed, SOUND, "ring.free_buf with allocate_buf")
+
+
+def test_the_access_buf_audit_catches_a_broken_refimpl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refimpl whose access_buf trusts any header (as the seed) is caught."""
+    import refimpl
+    import refimpl.ring
+
+    audit, strategy = AUDITS["ring.access_buf"]
+    with pytest.raises(NoSuchExample):  # refimpl as it is
+        find(strategy, lambda address: audit(refimpl, address) == "20")
+    monkeypatch.setattr(refimpl.ring, "check_chunk_size", lambda *args: None)
+    assert audit(refimpl, find(strategy, lambda a: audit(refimpl, a) == "20")) == "20"

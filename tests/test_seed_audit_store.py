@@ -27,7 +27,9 @@ from audit_support import (
     unlink_left_since,
     writer_and_reader,
 )
+from hypothesis import find
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from shmref.testing import leaks as shmleaks
 
@@ -250,3 +252,33 @@ def test_seed_defects_are_all_listed(seed: ModuleType, method: str) -> None:
 @pytest.mark.parametrize("method", sorted(AUDITS))
 def test_refimpl_shows_only_open_findings(method: str) -> None:
     check_refimpl(AUDITS, method)
+
+
+def _signed_free_check(self: Any, id: int, buf: memoryview) -> bool:
+    """The seed's rule: the count read as a signed int, compared without wrapping."""
+    if id in self._touched:
+        return False
+    count = int.from_bytes(buf[:4], "little", signed=True)
+    return bool(count >= self.writer_flag[id] * self.n_readers)
+
+
+BROKEN = {  # a deliberately broken refimpl: (method, replacement, audit, finding)
+    "free check without wrapping": (
+        "default_is_free_check",
+        _signed_free_check,
+        "storage.default_is_free_check",
+        "7",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_the_audit_catches_a_broken_refimpl(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    import refimpl
+
+    method, replacement, audit_name, finding = BROKEN[case]
+    audit, strategy = AUDITS[audit_name]
+    with pytest.raises(NoSuchExample):  # refimpl as it is: no such defect
+        find(strategy, lambda args: audit(refimpl, args) == finding)
+    monkeypatch.setattr(refimpl.SingleWriterShmObjectStorage, method, replacement)
+    assert audit(refimpl, find(strategy, lambda args: audit(refimpl, args) == finding)) == finding

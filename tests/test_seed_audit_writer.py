@@ -184,3 +184,15 @@ def test_the_two_request_interleaving_is_a_defect_on_the_seed(seed: ModuleType) 
     assert audit_requests_in_flight(seed, (requests, schedule)) == "22"
     without_the_other_lookup = [0, 0, 2, 2, 2, 2, 0, 1, 1, 1]  # the touch alone keeps k0
     assert audit_requests_in_flight(seed, (requests, without_the_other_lookup)) is None
+
+
+def test_the_audit_catches_a_touch_that_protects_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refimpl whose writer touch does nothing loses k0 even without another
+    request's lookup: the schedule that is clean on refimpl as it is."""
+    import refimpl
+
+    requests = [["k0"], ["k0"], ["k1", "k2"]]
+    touch_alone = [0, 0, 2, 2, 2, 2, 0, 1, 1, 1]
+    assert audit_requests_in_flight(refimpl, (requests, touch_alone)) is None
+    monkeypatch.setattr(refimpl.SingleWriterShmObjectStorage, "touch", lambda self, key: None)
+    assert audit_requests_in_flight(refimpl, (requests, touch_alone)) == "22"
