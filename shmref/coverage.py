@@ -29,6 +29,11 @@ from tabulate import tabulate  # type: ignore[import-untyped]
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage", "ShmObjectStorageHandle")
 HOWS = ("Hypothesis search", "TLC model", "hand probe", "not examined")
 DUNDERS = ("__init__", "__del__")  # the constructor and finalizer are behaviour too
+# the tests that can back a way of examining (a row claiming it must list one)
+BACKED_BY = {
+    "Hypothesis search": re.compile(r"tests/test_seed_audit\w*\.py::"),
+    "TLC model": re.compile(r"shmref/suite/test_(replay|stateful)\.py::"),
+}
 NODE_ID = re.compile(r"(?:tests|shmref/suite)/[\w/]+\.py::(?:Test\w+::)?test_\w+")
 
 
@@ -100,6 +105,11 @@ def load_rows(path: Path) -> list[Row]:
             raise CoverageError(f"{where}: tests must be node ids FILE.py::[TestClass::]test_NAME")
         if "not examined" not in how and not tests:
             raise CoverageError(f"{where}: an examined name needs the tests that examined it")
+        unbacked = [
+            h for h in how if h in BACKED_BY and not any(BACKED_BY[h].match(t) for t in tests)
+        ]
+        if unbacked:
+            raise CoverageError(f"{where}: no listed test does {unbacked}")
         rows.append(Row(entry["name"], tuple(how), tuple(tests), str(entry["result"])))
     names = [r.name for r in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})

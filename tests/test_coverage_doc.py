@@ -147,6 +147,10 @@ BROKEN: dict[str, tuple[str, str]] = {
         "comes alone",
     ),
     "no rows": ("# nothing\n", "no [[row]] entries"),
+    "a way no listed test does": (
+        GOOD_ROW.replace('["Hypothesis search"]', '["Hypothesis search", "TLC model"]'),
+        "no listed test does ['TLC model']",
+    ),
 }
 
 
