@@ -63,7 +63,6 @@ def test_f21_writer_count_for_an_id_not_issued_seed(
     assert audit_increment_writer_flag(seed, (side, monotonic_id)) == "21"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDINGS #21: refimpl counts any id, as the seed")
 @pytest.mark.parametrize("side,monotonic_id", [("writer", 1), ("writer", "x"), ("reader", 0)])
 def test_f21_writer_count_only_for_live_ids_refimpl(
     ref: ModuleType, side: str, monotonic_id: object
