@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance seed-snapshot findings lint clean
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance seed-snapshot findings findings-check lint clean
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -71,10 +71,16 @@ seed-snapshot: setup
 	$(PYTHON) -m shmref.conformance --impl seed
 	$(PYTHON) -m shmref.findings --conformance build/conformance/shmref_seed/conformance.json
 
-# FINDINGS.md's generated sections (tables, the oracle's report) from docs/findings.toml;
+# FINDINGS.md's generated sections (tables, the audit's coverage, the oracle's report) from
+# docs/findings.toml and docs/coverage.toml;
 # CONFORMANCE=build/conformance/shmref_seed/conformance.json refreshes the oracle snapshot.
 findings:
 	$(PYTHON) -m shmref.findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
+
+# The same, checking instead of writing: exit 1 if FINDINGS.md is stale or (with
+# CONFORMANCE=...) if docs/seed-conformance.json is not that report's summary.
+findings-check:
+	$(PYTHON) -m shmref.findings --check $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
 
 lint: setup
 	$(PYTHON) -m ruff check .

@@ -357,6 +357,11 @@ class SingleWriterShmObjectStorage:
     # -- counts ------------------------------------------------------------------
 
     def increment_writer_flag(self, id: int) -> None:
+        """One more hand-out of the live chunk `id`: KeyError for an id no live
+        chunk has, so no count waits for the chunk that gets it (FINDINGS #21)."""
+        self._require_writer("count hand-outs")
+        if check_int("id", id) not in self.ring_buffer.metadata:
+            raise KeyError(id)
         self.writer_flag[id] = self.writer_flag.get(id, 0) + 1
 
     def increment_reader_flag(self, data_view: memoryview) -> None:

@@ -5,6 +5,9 @@
     python -m shmref.findings --conformance FILE   first refresh the oracle snapshot
                                                    from `python -m shmref.conformance
                                                    --impl seed`'s conformance.json
+    python -m shmref.findings --check --conformance FILE
+                                                   also exit 1 if the snapshot is not
+                                                   FILE's summary (writes nothing)
 
 The findings are data (docs/findings.toml): one entry per finding with its
 severity, reach in vLLM, vLLM code path, upstream status, regression tests
@@ -32,12 +35,22 @@ from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped]
 
+from shmref import coverage
+from shmref.oracle_snapshot import (  # noqa: F401 - re-exported, part of this module's API
+    FAILED,
+    NOT_RUN,
+    FindingsError,
+    load_summary,
+    oracle_section,
+    summarize_conformance,
+)
 from shmref.paths import checkout
 
 REPO = checkout() or Path.cwd()  # FINDINGS.md and docs/ live in a shmref checkout
 DATA = REPO / "docs" / "findings.toml"
 DOC = REPO / "FINDINGS.md"
 SNAPSHOT = REPO / "docs" / "seed-conformance.json"
+COVERAGE = REPO / "docs" / "coverage.toml"
 
 SEVERITIES = (
     "data returned to the wrong request",
@@ -67,11 +80,6 @@ REQUIRED = (
     "replay",
 )
 OPTIONAL = ("upstream_note", "refimpl_note", "refimpl_kept")
-FAILED = {"fail", "failed", "error"}  # oracle check statuses, compared in lower case
-
-
-class FindingsError(Exception):
-    """Bad findings data, a missing marker or a bad oracle report: one clear message."""
 
 
 @dataclass(frozen=True)
@@ -252,83 +260,22 @@ def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
     return str(tabulate(rows, ["#", "replay", "seed shows it", "refimpl"], tablefmt="github"))
 
 
-def summarize_conformance(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The oracle's conformance.json -> {impl, levels: [{level, status, failing, assumptions}]}.
-
-    Accepts `levels` as a mapping (level -> {status, checks}) or as a list of
-    {level|name, status, checks}; `result` may stand for `status` and
-    `properties` for `checks` (the report format is being re-cut); a check
-    needs a `name` and a status."""
-    levels = report.get("levels") if isinstance(report, Mapping) else None
-    if isinstance(levels, Mapping):
-        items = [
-            {"level": name, **body} for name, body in levels.items() if isinstance(body, Mapping)
-        ]
-    elif isinstance(levels, list):
-        items = [
-            {"level": e.get("level", e.get("name")), **e} for e in levels if isinstance(e, Mapping)
-        ]
-    else:
-        raise FindingsError(
-            "oracle report has no 'levels' (expected the JSON written by "
-            "python -m shmref.conformance)"
-        )
-    items = [{**item, "status": item.get("status", item.get("result"))} for item in items]
-    if not items or any(not item.get("level") or item["status"] is None for item in items):
-        raise FindingsError("oracle report: every level needs a name and a status")
-    out = []
-    for item in items:
-        checks = item.get("checks", item.get("properties", []))
-        if not isinstance(checks, list) or any(
-            not isinstance(c, Mapping)
-            or "name" not in c
-            or c.get("status", c.get("result")) is None
-            for c in checks
-        ):
-            raise FindingsError(f"oracle report: level {item['level']!r} has malformed checks")
-        statuses = [(str(c["name"]), str(c.get("status", c.get("result"))).lower()) for c in checks]
-        out.append(
-            {
-                "level": str(item["level"]),
-                "status": str(item["status"]),
-                "failing": sorted({name for name, status in statuses if status in FAILED}),
-                "assumptions": sorted(
-                    {name for name, status in statuses if status == "assumption"}
-                ),
-            }
-        )
-    return {"impl": str(report.get("impl", "?")), "levels": out}
-
-
-def oracle_section(summary: Mapping[str, Any]) -> str:
-    """The oracle's verdict on the seed: one row per level, then what fails."""
-    rows = [
-        [lv["level"], f"**{lv['status']}**", len(lv["failing"]), len(lv["assumptions"])]
-        for lv in summary["levels"]
-    ]
-    out = [
-        f"Generated from the oracle's report on `{summary['impl']}` "
-        f"(snapshot `{SNAPSHOT.relative_to(REPO)}`; refresh it with `make conformance "
-        "IMPL=seed` then `make findings "
-        "CONFORMANCE=build/conformance/shmref_seed/conformance.json`).",
-        "",
-        tabulate(rows, ["level", "result", "failing properties", "assumptions"], tablefmt="github"),
-    ]
-    for lv in summary["levels"]:
-        for what, names in (("fails", lv["failing"]), ("assumes", lv["assumptions"])):
-            if names:
-                out += ["", f"{lv['level']} {what}: " + ", ".join(f"`{n}`" for n in names) + "."]
-    return "\n".join(out)
-
-
 def sections(
-    findings: Sequence[Finding], summary: Mapping[str, Any], repo: Path = REPO
+    findings: Sequence[Finding],
+    summary: Mapping[str, Any],
+    repo: Path = REPO,
+    coverage_data: Path = COVERAGE,
 ) -> dict[str, str]:
     xfail = xfail_map(findings, repo)
+    try:
+        covered = coverage.section(coverage_data, repo)
+    except coverage.CoverageError as exc:
+        raise FindingsError(str(exc)) from exc
     return {
         "summary": summary_table(findings, xfail),
         "replay": replay_table(findings, xfail),
         "oracle": oracle_section(summary),
+        "coverage": covered,
     }
 
 
@@ -353,29 +300,20 @@ def render(doc: str, generated: Mapping[str, str]) -> str:
     return doc
 
 
-def load_summary(path: Path = SNAPSHOT) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise FindingsError(f"oracle snapshot not found: {path}") from exc
-    except json.JSONDecodeError as exc:
-        raise FindingsError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict) or "levels" not in data:
-        raise FindingsError(f"{path}: not an oracle report or snapshot (no 'levels')")
-    first = data["levels"][0] if isinstance(data["levels"], list) and data["levels"] else None
-    is_snapshot = isinstance(first, Mapping) and "failing" in first
-    return data if is_snapshot else summarize_conformance(data)
-
-
 def generate(
-    doc: Path = DOC, data: Path = DATA, snapshot: Path = SNAPSHOT, repo: Path = REPO
+    doc: Path = DOC,
+    data: Path = DATA,
+    snapshot: Path = SNAPSHOT,
+    repo: Path = REPO,
+    coverage_data: Path = COVERAGE,
 ) -> str:
     """FINDINGS.md as it should be."""
     try:
         text = doc.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise FindingsError(f"{doc} not found") from exc
-    return render(text, sections(load_findings(data), load_summary(snapshot), repo))
+    summary = load_summary(snapshot)
+    return render(text, sections(load_findings(data), summary, repo, coverage_data))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -398,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT, help=argparse.SUPPRESS)
+    parser.add_argument("--coverage-data", type=Path, default=COVERAGE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not DATA.is_file():
         print(f"shmref.findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
@@ -405,8 +344,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.conformance:
             summary = summarize_conformance(json.loads(args.conformance.read_text("utf-8")))
-            args.snapshot.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-        expected = generate(args.doc, args.data, args.snapshot)
+            if args.check:  # CI's currency check: the snapshot must be this report's summary
+                if load_summary(args.snapshot) != summary:
+                    print(
+                        f"{args.snapshot} is not the summary of {args.conformance}: run "
+                        f"`make findings CONFORMANCE={args.conformance}` and commit it",
+                        file=sys.stderr,
+                    )
+                    return 1
+            else:
+                args.snapshot.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        expected = generate(args.doc, args.data, args.snapshot, coverage_data=args.coverage_data)
         current = args.doc.read_text(encoding="utf-8")
     except (FindingsError, OSError, json.JSONDecodeError) as exc:
         print(f"findings: {exc}", file=sys.stderr)

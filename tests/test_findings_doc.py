@@ -278,3 +278,62 @@ def test_snapshot_refresh_from_a_report(tmp_path: Path) -> None:
     assert json.loads(snapshot.read_text())["levels"][0]["level"] == "API-compatible"
     assert "`hazard MCDoubleRead`" in doc.read_text(encoding="utf-8")
     assert "test_same_results_as_refimpl" not in doc.read_text(encoding="utf-8")
+
+
+def test_new_statuses_crash_timeout_and_not_run() -> None:
+    """The report's statuses being re-cut: CRASH and TIMEOUT fail, 'not run' is listed."""
+    report = {
+        "impl": "m",
+        "levels": [
+            {
+                "name": "layout",
+                "status": "FAIL",
+                "checks": [
+                    {"name": "a", "status": "CRASH"},
+                    {"name": "b", "status": "TIMEOUT"},
+                    {"name": "c", "status": "not run"},
+                    {"name": "d", "status": "PASS"},
+                ],
+            }
+        ],
+    }
+    (level,) = findings.summarize_conformance(report)["levels"]
+    assert level["failing"] == ["a", "b"] and level["not_run"] == ["c"]
+    section = findings.oracle_section(findings.summarize_conformance(report))
+    assert "layout did not run: `c`." in section
+
+
+def test_check_with_a_report_is_ci_s_currency_check(tmp_path: Path, capsys: Any) -> None:
+    """--check --conformance FILE: exit 1 when the snapshot is not FILE's summary;
+    it writes nothing; a snapshot made from FILE passes."""
+    report = write(tmp_path, "conformance.json", json.dumps(ORACLE_REPORT))
+    snapshot = write(tmp_path, "snapshot.json", findings.SNAPSHOT.read_text(encoding="utf-8"))
+    before = snapshot.read_text(encoding="utf-8")
+    argv = ["--check", "--conformance", str(report), "--snapshot", str(snapshot)]
+    assert findings.main(argv) == 1
+    assert "is not the summary of" in capsys.readouterr().err
+    assert snapshot.read_text(encoding="utf-8") == before  # --check never writes
+    doc = write(tmp_path, "FINDINGS.md", findings.DOC.read_text(encoding="utf-8"))
+    refresh = ["--conformance", str(report), "--snapshot", str(snapshot), "--doc", str(doc)]
+    assert findings.main(refresh) == 0
+    assert findings.main([*argv, "--doc", str(doc)]) == 0
+
+
+def test_the_committed_snapshot_passes_its_own_currency_check(tmp_path: Path) -> None:
+    """A report whose summary is the committed snapshot is current (old snapshots
+    without 'not_run' included)."""
+    snapshot = json.loads(findings.SNAPSHOT.read_text(encoding="utf-8"))
+    report = {
+        "impl": snapshot["impl"],
+        "levels": [
+            {
+                "name": lv["level"],
+                "status": lv["status"],
+                "checks": [{"name": n, "status": "FAIL"} for n in lv["failing"]]
+                + [{"name": n, "status": "assumption"} for n in lv["assumptions"]],
+            }
+            for lv in snapshot["levels"]
+        ],
+    }
+    path = write(tmp_path, "conformance.json", json.dumps(report))
+    assert findings.main(["--check", "--conformance", str(path)]) == 0

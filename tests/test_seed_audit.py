@@ -20,11 +20,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import find, given
+from audit_support import Audits, check_refimpl, check_seed, seed
+from hypothesis import find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from shmref import findings
 from shmref.testing import leaks as shmleaks
 
 ODD_NUMBERS = st.one_of(
@@ -35,6 +35,8 @@ ODD_NUMBERS = st.one_of(
     st.complex_numbers(max_magnitude=4, allow_nan=False, allow_infinity=False),
 )
 ANY_NUMBER = st.one_of(st.integers(-(2**70), 2**70), ODD_NUMBERS, st.none(), st.text(max_size=2))
+__all__ = ["seed"]  # the fixture, shared with the other audit modules (audit_support)
+
 WRITER_ONLY = {
     "put": ("k2", "v"),
     "is_cached": ("k",),
@@ -167,7 +169,7 @@ def audit_buffer_size(mod: ModuleType, size: Any) -> str | None:
     return "14" if leaked else None
 
 
-AUDITS: dict[str, tuple[Callable[[ModuleType, Any], str | None], st.SearchStrategy[Any]]] = {
+AUDITS: Audits = {
     "writer.get": (
         audit_writer_get,
         st.tuples(
@@ -192,51 +194,14 @@ AUDITS: dict[str, tuple[Callable[[ModuleType, Any], str | None], st.SearchStrate
 }
 
 
-def listed() -> dict[str, str]:
-    """Finding id -> what refimpl does about it ('yes' / 'no' / 'partly')."""
-    data = findings.load_findings()
-    xfail = findings.xfail_map(data)
-    return {f.id: findings.refimpl_closes(f, xfail).split(" ")[0] for f in data}
-
-
-@pytest.fixture(scope="module")
-def seed() -> ModuleType:
-    try:
-        from shmref.seedbuild import build_seed_module
-
-        return build_seed_module()
-    except Exception as exc:  # the seed text lives outside the repo
-        pytest.skip(f"seed module unavailable: {exc}")
-
-
 @pytest.mark.parametrize("method", sorted(AUDITS))
 def test_seed_defects_are_all_listed(seed: ModuleType, method: str) -> None:
-    audit, strategy = AUDITS[method]
-    known = listed()
-    example = find(strategy, lambda args: audit(seed, args) is not None)  # the seed has one
-    assert audit(seed, example) in known
-
-    @given(strategy)
-    def every_defect_is_listed(args: Any) -> None:
-        defect = audit(seed, args)
-        assert defect is None or defect in known, f"unlisted defect of {method}: {args!r}"
-
-    every_defect_is_listed()
+    check_seed(seed, AUDITS, method)
 
 
 @pytest.mark.parametrize("method", sorted(AUDITS))
 def test_refimpl_shows_only_open_findings(method: str) -> None:
-    import refimpl
-
-    audit, strategy = AUDITS[method]
-    still_open = {fid for fid, closed in listed().items() if closed != "yes"}
-
-    @given(strategy)
-    def only_open_findings(args: Any) -> None:
-        defect = audit(refimpl, args)
-        assert defect is None or defect in still_open, f"refimpl: finding {defect}: {args!r}"
-
-    only_open_findings()
+    check_refimpl(AUDITS, method)
 
 
 def _coerce_size(original: Callable[..., Any]) -> Callable[..., Any]:
