@@ -249,8 +249,8 @@ static void add_count(ns_ring *r, uint64_t data_at) {
 
 /* A fresh object in the chunk just allocated at `address`: count 0, then
  * the serde's metadata and data, each copied once from Python's buffers. */
-int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const uint8_t *md, uint64_t md_len,
-                    const uint8_t *data, uint64_t data_len) {
+int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const char *md, uint64_t md_len,
+                    const char *data, uint64_t data_len) {
     int rc = WRITER(r);
     if (rc) return rc;
     uint32_t chunk_id, size;

@@ -53,8 +53,8 @@ int ns_oldest(ns_ring *r, uint32_t *id, uint64_t *address);
 uint64_t ns_pop_oldest(ns_ring *r);
 void ns_lap_correct(ns_ring *r);
 int ns_clear(ns_ring *r, const uint8_t *secret);
-int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const uint8_t *md, uint64_t md_len,
-                    const uint8_t *data, uint64_t data_len);
+int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const char *md, uint64_t md_len,
+                    const char *data, uint64_t data_len);
 int ns_open(ns_ring *r, uint64_t address, uint32_t id, uint32_t *size, uint64_t *data_at);
 int ns_end(ns_ring *r, uint64_t address, uint32_t id, uint32_t size, int copied_ok);
 int64_t ns_count(ns_ring *r, uint64_t address, uint32_t id);
