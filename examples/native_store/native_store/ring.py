@@ -60,6 +60,12 @@ class SingleWriterShmRingBuffer:
             memory = attach_untracked(name)
         self.shared_memory = memory
         self.is_writer = bool(create)
+        if memory.size < total:
+            self.close()
+            raise ValueError(
+                f"shared memory {name!r} has {memory.size} bytes, less than the {total} "
+                "this ring needs"
+            )
         self._base = ffi.from_buffer("uint8_t[]", memory.buf)
         rc = lib.ns_init(self._state, self._base, memory.size, self.data_buffer_size, int(create))
         if rc:

@@ -58,6 +58,9 @@ class Read:
     error: BaseException | None = None
     copied: bool = False
 
+    def close(self) -> None:
+        """Nothing to release: a read in flight holds offsets, not a view."""
+
 
 class SingleWriterShmObjectStorage:
     """Single-writer, multi-reader object store with FIFO eviction."""
