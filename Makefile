@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench conformance findings lint clean
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench conformance findings lint clean native native-mutants native-conformance
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -54,8 +54,22 @@ fuzz: setup
 	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 
-bench: setup
+bench: setup native
 	$(PYTHON) -m bench
+
+# native_store (examples/native_store/README.md): its C core built in place by
+# cffi into examples/native_store/build/; the mutants are the same source with
+# one -DNS_MUT_* defect each; native-conformance: the oracle's quick run on it.
+NATIVE_PATH := $(CURDIR):$(CURDIR)/examples/native_store
+native:
+	$(PYTHON) examples/native_store/build.py
+
+native-mutants:
+	$(PYTHON) examples/native_store/build.py --mutants
+
+native-conformance: native
+	PYTHONPATH=$(NATIVE_PATH) $(PYTHON) -m shmref.conformance --impl native_store --quick \
+	  --out build/conformance/native_store
 
 conformance: setup
 	$(PYTHON) -m shmref.conformance --impl $(IMPL)
