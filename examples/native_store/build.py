@@ -26,7 +26,7 @@ from typing import IO
 
 HERE = Path(__file__).resolve().parent
 BUILD_DIR = HERE / "build"
-SOURCES = (HERE / "ns_ring.c", HERE / "ns_ring.h", Path(__file__).resolve())
+SOURCES = (HERE / "ns_ring.c", HERE / "ns_sign.c", HERE / "ns_ring.h", Path(__file__).resolve())
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-fno-strict-aliasing"]
 
 # variant -> (compile-time flag, the defect it plants)
@@ -37,7 +37,8 @@ MUTANTS: dict[str, tuple[str, str]] = {
     ),
     "racy_count": (
         "NS_MUT_RACY_COUNT",
-        "the read count is a plain load + store, made outside the reader lock",
+        "the read count is a plain load + store, and the glue counts without the "
+        "reader lock (a lock-free read that forgot its atomic add)",
     ),
     "lap_off_by_one": (
         "NS_MUT_LAP_OFF_BY_ONE",
@@ -120,9 +121,10 @@ def build(variant: str, force: bool = False) -> Path:
     defines = [] if variant == "core" else [(MUTANTS[variant][0], "1")]
     ffibuilder = cffi.FFI()
     ffibuilder.cdef((HERE / "ns_ring.h").read_text())
+    ffibuilder.cdef("static const int NS_READS_LOCKED;")  # per variant (ns_ring.c)
     ffibuilder.set_source(
         module_name(variant),
-        '#include "ns_ring.c"',
+        '#include "ns_ring.c"\n#include "ns_sign.c"',
         include_dirs=[str(HERE)],
         define_macros=defines,
         extra_compile_args=CFLAGS,

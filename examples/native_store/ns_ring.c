@@ -226,6 +226,15 @@ static uint32_t load_count(ns_ring *r, uint64_t data_at) {
     return v;
 }
 
+/* Whether the glue must hold the readers' lock around ns_end (it always does,
+ * but for the racy_count mutant, which models a lock-free read whose
+ * increment is not atomic). */
+#ifdef NS_MUT_RACY_COUNT
+static const int NS_READS_LOCKED = 0;
+#else
+static const int NS_READS_LOCKED = 1;
+#endif
+
 static void add_count(ns_ring *r, uint64_t data_at) {
     uint32_t *p = count_at(r, data_at);
 #ifdef NS_MUT_RACY_COUNT
@@ -295,6 +304,26 @@ int ns_end(ns_ring *r, uint64_t address, uint32_t id, uint32_t size, int copied_
 #endif
     add_count(r, data_at);
     return NS_OK;
+}
+
+/* put's C half in one call: allocate, write the object, count the hand-out.
+ * NS_E_NOMEM / NS_E_IDS leave everything as it was (the caller frees and retries). */
+int ns_put(ns_ring *r, uint64_t size, const char *md, uint64_t md_len, const char *data,
+           uint64_t data_len, uint64_t *address, uint32_t *id) {
+    int rc = ns_allocate(r, size, address, id);
+    if (rc) return rc;
+    if ((rc = ns_write_object(r, *address, *id, md, md_len, data, data_len))) return rc;
+    return ns_handout(r, *id);
+}
+
+int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+              const char *signature);
+
+/* A reader's get_begin in one call: the signature (ns_sign.c), then the chunk. */
+int ns_begin_signed(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+                    const char *signature, uint32_t *size, uint64_t *data_at) {
+    int rc = ns_verify(r, key, key_len, address, id, signature);
+    return rc ? rc : ns_open(r, address, id, size, data_at);
 }
 
 int64_t ns_count(ns_ring *r, uint64_t address, uint32_t id) {

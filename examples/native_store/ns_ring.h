@@ -20,6 +20,7 @@
 #define NS_E_LAYOUT -8      /* the segment is not ours, or too small */
 #define NS_E_OOM -9         /* malloc failed */
 #define NS_E_EMPTY -10      /* no live chunk */
+#define NS_E_SIGNATURE -11  /* the handle's signature is not the writer's */
 
 typedef struct {
     uint64_t address;       /* virtual address (grows by a lap per wrap) */
@@ -62,3 +63,12 @@ int ns_handout(ns_ring *r, uint32_t id);
 int ns_touch(ns_ring *r, uint32_t id);
 void ns_release_touches(ns_ring *r);
 int ns_free_unused(ns_ring *r, uint64_t target, uint32_t n_readers, uint32_t *id_before);
+int ns_put(ns_ring *r, uint64_t size, const char *md, uint64_t md_len, const char *data,
+           uint64_t data_len, uint64_t *address, uint32_t *id);
+int ns_begin_signed(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+                    const char *signature, uint32_t *size, uint64_t *data_at);
+void ns_sha256(const char *data, uint64_t n, uint8_t *out);
+int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+            uint8_t *out);
+int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+              const char *signature);

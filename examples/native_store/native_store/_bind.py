@@ -9,17 +9,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-BUILD_DIR = Path(__file__).resolve().parent.parent / "build"
+HERE = Path(__file__).resolve().parent.parent
+BUILD_DIR = HERE / "build"
+C_SOURCES = ("ns_ring.c", "ns_sign.c", "ns_ring.h")
 
 
 def load(variant: str) -> Any:
     """The cffi extension `_ns_<variant>` built in examples/native_store/build."""
+    hint = "make native" if variant == "core" else "make native-mutants"
+    built = sorted(BUILD_DIR.glob(f"_ns_{variant}.*.so"))
+    sources = [HERE / name for name in C_SOURCES]
+    if built and all(s.exists() for s in sources):
+        newest = max(s.stat().st_mtime for s in sources)
+        if built[0].stat().st_mtime < newest:  # a stale build would not match the glue
+            raise ImportError(f"native_store's C core ({variant}) is older than its sources: run `{hint}`")
     if str(BUILD_DIR) not in sys.path:
         sys.path.append(str(BUILD_DIR))
     try:
         return importlib.import_module(f"_ns_{variant}")
     except ImportError as exc:
-        hint = "make native" if variant == "core" else "make native-mutants"
         raise ImportError(
             f"native_store's C core ({variant}) is not built: run `{hint}` "
             f"(python examples/native_store/build.py --mutants): {exc}"

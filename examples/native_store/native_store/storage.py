@@ -11,8 +11,6 @@ reader's re-check and its increment. Reads are never lock-free here.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,8 +26,12 @@ from refimpl.validate import (
     check_instance,
     check_int,
     check_key,
-    signature_bytes,
+    SIGNATURE_BYTES,
 )
+
+ADDRESS_LIMIT, ID_LIMIT = 2**64, 2**32  # what a signature encodes (8 and 4 bytes)
+RAW_MD = bytes([RAW])
+INVALID = "Invalid SHM handle signature for cache key."
 
 FLAG_BYTES = 4  # an object's read count (its place in the object is C's business)
 HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class", "reader_lock")
@@ -91,6 +93,8 @@ class SingleWriterShmObjectStorage:
         self._raw_fast = type(self.ser_de) is MsgpackSerde  # bytes out in one C copy
         self._size = ring_buffer._out_size
         self._data_at = ring_buffer._out_address
+        self._signature_out = bytearray(32)  # C writes signatures here
+        self._signature_c = self._ffi.from_buffer(self._signature_out)
         if self.is_writer:
             self.key_index: dict[str, tuple[int, int]] = {}
             self.id_index: dict[int, str] = {}
@@ -104,12 +108,18 @@ class SingleWriterShmObjectStorage:
     def put(self, key: str, value: Any) -> tuple[int, int]:
         """Store `value` under a new `key`: (address, monotonic_id). Every
         check runs before the allocation, so a failed put changes nothing."""
-        self._require_writer("put")
-        check_key(key)
+        if not self.is_writer:
+            raise ValueError("only the writer can put")
+        if type(key) is not str or not key.isascii():
+            check_key(key)
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
-        data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
-        parts = _byte_parts(metadata, data, md_bytes, data_bytes)
+        if self._raw_fast and type(value) is bytes and value:
+            md, payload, md_bytes, data_bytes = RAW_MD, value, 1, len(value)  # MsgpackSerde's RAW
+        else:
+            data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
+            parts = _byte_parts(metadata, data, md_bytes, data_bytes)
+            md, payload = parts[0], parts[1] if len(parts) == 2 else b"".join(parts[1:])
         size = FLAG_BYTES + md_bytes + data_bytes
         if size > self.max_object_size:
             raise ValueError(
@@ -121,27 +131,26 @@ class SingleWriterShmObjectStorage:
             raise MemoryError(
                 f"an object of {size} bytes never fits in a ring of {ring.data_buffer_size} bytes"
             )
-        md, payload = parts[0], parts[1] if len(parts) == 2 else b"".join(parts[1:])
-        lib, state = self._lib, self._state
+        lib, state, ffi = self._lib, self._state, self._ffi
+        md_c = md if type(md) is bytes else ffi.from_buffer(md)
+        payload_c = payload if type(payload) is bytes else ffi.from_buffer(payload)
+        out_address, out_id = ring._out_address, ring._out_id
         lock = self._reader_lock
         if lock is not None:
             self._acquire(lock)
-        try:
-            rc = lib.ns_allocate(state, size, ring._out_address, ring._out_id)
+        try:  # C: allocate, write the count and both parts, count the hand-out
+            rc = lib.ns_put(state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id)
             if rc == lib.NS_E_NOMEM or rc == lib.NS_E_IDS:
                 self._free_unused_locked()
-                rc = lib.ns_allocate(state, size, ring._out_address, ring._out_id)
-            ring._check(rc, "allocate")
-            address, monotonic_id = int(ring._out_address[0]), int(ring._out_id[0])
-            rc = lib.ns_write_object(
-                state, address, monotonic_id, _c_bytes(self._ffi, md), md_bytes,
-                _c_bytes(self._ffi, payload), data_bytes,
-            )  # fmt: skip
-            ring._check(rc, "write the object", address, monotonic_id)
+                rc = lib.ns_put(
+                    state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id
+                )
         finally:
             if lock is not None:
                 lock.release()
-        lib.ns_handout(state, monotonic_id)
+        if rc:
+            ring._fail(rc, "allocate")
+        address, monotonic_id = out_address[0], out_id[0]
         self.key_index[key] = (address, monotonic_id)
         self.id_index[monotonic_id] = key
         return address, monotonic_id
@@ -199,7 +208,8 @@ class SingleWriterShmObjectStorage:
         signature: list[int] | None = None,
         key: str | None = None,
     ) -> Any:
-        """Read the object behind a handle (readers pass signature and key)."""
+        """Read the object behind a handle (readers pass signature and key):
+        get_begin, get_copy and get_end in one, without a Read in between."""
         read = self.get_begin(address, monotonic_id, signature, key)
         self.get_copy(read)
         return self.get_end(read)
@@ -211,15 +221,29 @@ class SingleWriterShmObjectStorage:
         signature: list[int] | None = None,
         key: str | None = None,
     ) -> Read:
-        """Verify the handle, then C opens the chunk and checks its id."""
+        """Verify the handle, then C opens the chunk and checks its id (one
+        C call for a reader: signature and chunk)."""
+        lib = self._lib
+        if (
+            type(address) is not int
+            or type(monotonic_id) is not int
+            or not 0 <= address < ADDRESS_LIMIT
+            or not 0 <= monotonic_id < ID_LIMIT
+        ):
+            check_handle_fields(address, monotonic_id)  # raises the exact error
         if self.is_writer:
-            check_handle_fields(address, monotonic_id)
+            rc = lib.ns_open(self._state, address, monotonic_id, self._size, self._data_at)
         else:
-            self.verify_signature(key, address, monotonic_id, signature)
-        rc = self._lib.ns_open(self._state, address, monotonic_id, self._size, self._data_at)
+            key_bytes, given = self._signed_fields(key, signature)
+            rc = lib.ns_begin_signed(
+                self._state, key_bytes, len(key_bytes), address, monotonic_id, given,
+                self._size, self._data_at,
+            )  # fmt: skip
+            if rc == lib.NS_E_SIGNATURE:
+                raise ValueError(INVALID)
         if rc:
             self.ring_buffer._fail(rc, "read", address, monotonic_id)
-        return Read(address, monotonic_id, int(self._size[0]), int(self._data_at[0]))
+        return Read(address, monotonic_id, self._size[0], self._data_at[0])
 
     def get_copy(self, read: Read) -> None:
         """Copy the object out; a failure is kept for get_end (counted first)."""
@@ -252,11 +276,14 @@ class SingleWriterShmObjectStorage:
             rc = lib.ns_open(state, read.address, read.monotonic_id, self._size, self._data_at)
             if rc == 0 and self._size[0] != read.size:
                 rc = lib.NS_E_STALE
+        elif not lib.NS_READS_LOCKED:  # only the racy_count mutant
+            rc = lib.ns_end(state, read.address, read.monotonic_id, read.size, read.error is None)
         else:
             self._acquire(lock)
             try:
-                ok = 1 if read.error is None else 0
-                rc = lib.ns_end(state, read.address, read.monotonic_id, read.size, ok)
+                rc = lib.ns_end(
+                    state, read.address, read.monotonic_id, read.size, read.error is None
+                )
             finally:
                 lock.release()
         if rc:
@@ -284,35 +311,49 @@ class SingleWriterShmObjectStorage:
     # -- handles ---------------------------------------------------------------------
 
     def get_signature(self, key: str) -> list[int]:
+        """Sign `key`'s current handle (C: HMAC-SHA256 with the segment's secret)."""
         self._require_writer("sign handles")
         address, monotonic_id = self.key_index[check_key(key)]
-        return list(self._make_signature(key, address, monotonic_id))
+        key_bytes = key.encode("utf-8")
+        rc = self._lib.ns_sign(
+            self._state, key_bytes, len(key_bytes), address, monotonic_id, self._signature_c
+        )
+        if rc:
+            self.ring_buffer._fail(rc, "sign handles")
+        return list(self._signature_out)
 
     def verify_signature(
         self, key: str | None, address: int, monotonic_id: int, signature: list[int] | None
     ) -> None:
         """ValueError unless the writer issued this handle for `key` (with the
         current secret; on the writer, also `key`'s current entry)."""
-        invalid = "Invalid SHM handle signature for cache key."
+        key_bytes, given = self._signed_fields(key, signature)
+        check_handle_fields(address, monotonic_id)
+        if self.is_writer and self.key_index.get(key) != (address, monotonic_id):  # type: ignore[arg-type]
+            raise ValueError(INVALID)
+        rc = self._lib.ns_verify(
+            self._state, key_bytes, len(key_bytes), address, monotonic_id, given
+        )
+        if rc == self._lib.NS_E_SIGNATURE:
+            raise ValueError(INVALID)
+        if rc:
+            self.ring_buffer._fail(rc, "verify a signature")
+
+    @staticmethod
+    def _signed_fields(key: str | None, signature: list[int] | None) -> tuple[bytes, bytes]:
+        """(key as UTF-8, signature as 32 bytes), or the ValueError refimpl raises."""
         if signature is None or key is None:
             raise ValueError("Missing SHM handle signature for cache key.")
-        check_key(key)
-        check_handle_fields(address, monotonic_id)
-        if self.is_writer and self.key_index.get(key) != (address, monotonic_id):
-            raise ValueError(invalid)
-        given = signature_bytes(signature)
-        if given is None or not hmac.compare_digest(
-            given, self._make_signature(key, address, monotonic_id)
-        ):
-            raise ValueError(invalid)
-
-    def _make_signature(self, key: str, address: int, monotonic_id: int) -> bytes:
-        message = (
-            hashlib.sha256(key.encode("utf-8")).digest()
-            + address.to_bytes(8, "little", signed=False)
-            + monotonic_id.to_bytes(4, "little", signed=False)
-        )
-        return hmac.digest(self.ring_buffer.get_auth_secret(), message, "sha256")
+        if type(key) is not str or not key.isascii():
+            check_key(key)
+        # a list of 32 ints in [0, 255]; other int-likes convert and then fail the HMAC
+        if type(signature) is not list or len(signature) != SIGNATURE_BYTES:
+            raise ValueError(INVALID)
+        try:
+            given = bytes(signature)
+        except (TypeError, ValueError):
+            raise ValueError(INVALID) from None
+        return key.encode("utf-8"), given
 
     # -- lifetime ------------------------------------------------------------------------
 

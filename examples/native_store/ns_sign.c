@@ -1,0 +1,136 @@
+/* Handle signatures in C: HMAC-SHA256(secret, sha256(key) || address LE64 || id LE32),
+ * the seed's documented form, with the secret read from the segment at each
+ * call (clear() replaces it, and every older handle is then refused).
+ * SHA-256 is FIPS 180-4, written here so that nothing is linked but libc;
+ * tests/test_native_store.py compares it with hashlib and hmac.
+ * Compiled in ns_ring.c's translation unit (build.py), after ns_ring.h. */
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    uint32_t h[8];
+    uint64_t length; /* bytes hashed so far */
+    uint8_t block[64];
+    uint32_t used;
+} sha256_ctx;
+
+static const uint32_t K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+static uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
+
+static void compress(sha256_ctx *c, const uint8_t *p) {
+    uint32_t w[64], s[8];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
+        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    memcpy(s, c->h, sizeof s);
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = s[7] + (rotr(s[4], 6) ^ rotr(s[4], 11) ^ rotr(s[4], 25)) +
+                      ((s[4] & s[5]) ^ (~s[4] & s[6])) + K[i] + w[i];
+        uint32_t t2 = (rotr(s[0], 2) ^ rotr(s[0], 13) ^ rotr(s[0], 22)) +
+                      ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
+        memmove(s + 1, s, 7 * sizeof *s);
+        s[4] += t1;
+        s[0] = t1 + t2;
+    }
+    for (int i = 0; i < 8; i++) c->h[i] += s[i];
+}
+
+static void sha_init(sha256_ctx *c) {
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, h0, sizeof h0);
+    c->length = 0;
+    c->used = 0;
+}
+
+static void sha_update(sha256_ctx *c, const uint8_t *p, uint64_t n) {
+    c->length += n;
+    while (n > 0) {
+        uint32_t take = 64 - c->used;
+        if (take > n) take = (uint32_t)n;
+        memcpy(c->block + c->used, p, take);
+        c->used += take;
+        p += take;
+        n -= take;
+        if (c->used == 64) {
+            compress(c, c->block);
+            c->used = 0;
+        }
+    }
+}
+
+static void sha_final(sha256_ctx *c, uint8_t out[32]) {
+    uint64_t bits = c->length * 8;
+    uint8_t pad = 0x80, zero = 0, len[8];
+    sha_update(c, &pad, 1);
+    while (c->used != 56) sha_update(c, &zero, 1);
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha_update(c, len, 8);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(c->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)c->h[i];
+    }
+}
+
+void ns_sha256(const char *data, uint64_t n, uint8_t *out) {
+    sha256_ctx c;
+    sha_init(&c);
+    sha_update(&c, (const uint8_t *)data, n);
+    sha_final(&c, out);
+}
+
+/* HMAC-SHA256 with a 32-byte key (shorter than the 64-byte block: zero-padded). */
+static void hmac32(const uint8_t key[32], const uint8_t *msg, uint64_t n, uint8_t out[32]) {
+    uint8_t pad[64], inner[32];
+    sha256_ctx c;
+    memset(pad, 0x36, sizeof pad);
+    for (int i = 0; i < 32; i++) pad[i] ^= key[i];
+    sha_init(&c);
+    sha_update(&c, pad, 64);
+    sha_update(&c, msg, n);
+    sha_final(&c, inner);
+    memset(pad, 0x5c, sizeof pad);
+    for (int i = 0; i < 32; i++) pad[i] ^= key[i];
+    sha_init(&c);
+    sha_update(&c, pad, 64);
+    sha_update(&c, inner, 32);
+    sha_final(&c, out);
+}
+
+int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+            uint8_t *out) {
+    uint8_t secret[NS_SECRET], msg[44];
+    int rc = ns_secret(r, secret);
+    if (rc) return rc;
+    ns_sha256(key, key_len, msg);
+    for (int i = 0; i < 8; i++) msg[32 + i] = (uint8_t)(address >> (8 * i));
+    for (int i = 0; i < 4; i++) msg[40 + i] = (uint8_t)(id >> (8 * i));
+    hmac32(secret, msg, sizeof msg, out);
+    return NS_OK;
+}
+
+int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
+              const char *signature) {
+    uint8_t expected[32], diff = 0;
+    int rc = ns_sign(r, key, key_len, address, id, expected);
+    if (rc) return rc;
+    for (int i = 0; i < 32; i++) diff |= expected[i] ^ (uint8_t)signature[i]; /* constant time */
+    return diff ? NS_E_SIGNATURE : NS_OK;
+}
