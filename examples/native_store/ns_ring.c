@@ -240,7 +240,7 @@ static void add_count(ns_ring *r, uint64_t data_at) {
 #ifdef NS_MUT_RACY_COUNT
     uint32_t v;
     memcpy(&v, p, 4); /* load ... */
-    for (volatile int spin = 0; spin < 2000; spin++) {
+    for (volatile int spin = 0; spin < 200000; spin++) {
     } /* ... another reader's increment lands here and is lost ... */
     v++;
     memcpy(p, &v, 4); /* ... store */
