@@ -71,12 +71,17 @@ KILLED_BY: dict[str, set[str]] = {
         "hazard MCDoubleRead",
         "trace validation",
     },
-    "failed_copy_uncounted": set(),  # filled in below from the run
+    "failed_copy_uncounted": {"hazard MCCopyFail"},
+    # without the modulo, an address of a later lap reads past the data: a
+    # wrong header here, SIGSEGV far out (test_unchecked_address_dies_by_sigsegv)
+    "unchecked_address": {
+        "test_ring.py::test_scenario_3_wraparound_to_next_lap",
+        "test_storage.py::test_put_frees_oldest_when_full",
+        "test_ring.py::TestBadInput::test_address_without_a_chunk",
+    },
 }
 # Killed today only through a layout-reading property (see the module docstring).
 LAYOUT_ONLY = {"racy_count"}
-# Kills its process: shown by test_unchecked_address_dies_by_sigsegv.
-CRASHES = {"unchecked_address"}
 
 
 def build_all() -> None:
@@ -132,8 +137,7 @@ def test_each_mutant_is_caught_by_the_oracle(
         assert "test_storage.py::test_concurrent_reader_threads_count_exactly" in found
         return
     assert kills, f"{mutant} survived the oracle (failures: {found})"
-    if KILLED_BY[mutant]:
-        assert kills & KILLED_BY[mutant], f"{mutant} killed by other properties: {kills}"
+    assert kills & KILLED_BY[mutant], f"{mutant} killed by other properties: {kills}"
 
 
 # -- shown directly, in a child process -------------------------------------------------------
