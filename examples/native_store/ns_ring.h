@@ -40,6 +40,9 @@ typedef struct {
     uint64_t epoch;         /* release_touches moves it on */
     ns_chunk_info *live;    /* writer: live chunks, a FIFO in a ring array */
     uint64_t live_len, live_cap, live_head;
+    uint8_t hmac_key[32];   /* ns_sign.c: the secret whose HMAC states follow */
+    uint32_t hmac_inner[8], hmac_outer[8];
+    int hmac_ready;
 } ns_ring;
 
 uint64_t ns_segment_bytes(uint64_t capacity);

@@ -7,13 +7,6 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct {
-    uint32_t h[8];
-    uint64_t length; /* bytes hashed so far */
-    uint8_t block[64];
-    uint32_t used;
-} sha256_ctx;
-
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -27,8 +20,8 @@ static const uint32_t K[64] = {
 
 static uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
 
-static void compress(sha256_ctx *c, const uint8_t *p) {
-    uint32_t w[64], s[8];
+static void compress(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
                (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
@@ -37,81 +30,68 @@ static void compress(sha256_ctx *c, const uint8_t *p) {
         uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    memcpy(s, c->h, sizeof s);
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = s[7] + (rotr(s[4], 6) ^ rotr(s[4], 11) ^ rotr(s[4], 25)) +
-                      ((s[4] & s[5]) ^ (~s[4] & s[6])) + K[i] + w[i];
-        uint32_t t2 = (rotr(s[0], 2) ^ rotr(s[0], 13) ^ rotr(s[0], 22)) +
-                      ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
-        memmove(s + 1, s, 7 * sizeof *s);
-        s[4] += t1;
-        s[0] = t1 + t2;
+        uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
     }
-    for (int i = 0; i < 8; i++) c->h[i] += s[i];
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
-static void sha_init(sha256_ctx *c) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(c->h, h0, sizeof h0);
-    c->length = 0;
-    c->used = 0;
-}
+static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
-static void sha_update(sha256_ctx *c, const uint8_t *p, uint64_t n) {
-    c->length += n;
-    while (n > 0) {
-        uint32_t take = 64 - c->used;
-        if (take > n) take = (uint32_t)n;
-        memcpy(c->block + c->used, p, take);
-        c->used += take;
-        p += take;
-        n -= take;
-        if (c->used == 64) {
-            compress(c, c->block);
-            c->used = 0;
-        }
-    }
-}
-
-static void sha_final(sha256_ctx *c, uint8_t out[32]) {
-    uint64_t bits = c->length * 8;
-    uint8_t pad = 0x80, zero = 0, len[8];
-    sha_update(c, &pad, 1);
-    while (c->used != 56) sha_update(c, &zero, 1);
-    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha_update(c, len, 8);
+/* The digest of `prefix_blocks` 64-byte blocks already compressed into `h`,
+ * followed by `n` more bytes (the message's tail, padding added here). */
+static void finish(uint32_t h[8], uint64_t prefix_blocks, const uint8_t *p, uint64_t n,
+                   uint8_t out[32]) {
+    uint64_t bits = (prefix_blocks * 64 + n) * 8;
+    for (; n >= 64; p += 64, n -= 64) compress(h, p);
+    uint8_t tail[128] = {0};
+    memcpy(tail, p, n);
+    tail[n] = 0x80;
+    uint64_t blocks = n + 9 > 64 ? 2 : 1;
+    for (int i = 0; i < 8; i++) tail[64 * blocks - 1 - i] = (uint8_t)(bits >> (8 * i));
+    for (uint64_t i = 0; i < blocks; i++) compress(h, tail + 64 * i);
     for (int i = 0; i < 8; i++) {
-        out[4 * i] = (uint8_t)(c->h[i] >> 24);
-        out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
-        out[4 * i + 3] = (uint8_t)c->h[i];
+        out[4 * i] = (uint8_t)(h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)h[i];
     }
 }
 
 void ns_sha256(const char *data, uint64_t n, uint8_t *out) {
-    sha256_ctx c;
-    sha_init(&c);
-    sha_update(&c, (const uint8_t *)data, n);
-    sha_final(&c, out);
+    uint32_t h[8];
+    memcpy(h, H0, sizeof h);
+    finish(h, 0, (const uint8_t *)data, n, out);
 }
 
-/* HMAC-SHA256 with a 32-byte key (shorter than the 64-byte block: zero-padded). */
-static void hmac32(const uint8_t key[32], const uint8_t *msg, uint64_t n, uint8_t out[32]) {
-    uint8_t pad[64], inner[32];
-    sha256_ctx c;
-    memset(pad, 0x36, sizeof pad);
-    for (int i = 0; i < 32; i++) pad[i] ^= key[i];
-    sha_init(&c);
-    sha_update(&c, pad, 64);
-    sha_update(&c, msg, n);
-    sha_final(&c, inner);
-    memset(pad, 0x5c, sizeof pad);
-    for (int i = 0; i < 32; i++) pad[i] ^= key[i];
-    sha_init(&c);
-    sha_update(&c, pad, 64);
-    sha_update(&c, inner, 32);
-    sha_final(&c, out);
+/* HMAC-SHA256 with a 32-byte key: the key's inner and outer states (one
+ * block each) are kept in the ring and recomputed only when the segment's
+ * secret changes (clear()). */
+static void hmac32(ns_ring *r, const uint8_t key[32], const uint8_t *msg, uint64_t n,
+                   uint8_t out[32]) {
+    if (!r->hmac_ready || memcmp(r->hmac_key, key, 32) != 0) {
+        uint8_t pad[64];
+        memcpy(r->hmac_inner, H0, sizeof H0);
+        memcpy(r->hmac_outer, H0, sizeof H0);
+        memset(pad, 0x36, sizeof pad);
+        for (int i = 0; i < 32; i++) pad[i] ^= key[i];
+        compress(r->hmac_inner, pad);
+        memset(pad, 0x5c, sizeof pad);
+        for (int i = 0; i < 32; i++) pad[i] ^= key[i];
+        compress(r->hmac_outer, pad);
+        memcpy(r->hmac_key, key, 32);
+        r->hmac_ready = 1;
+    }
+    uint32_t h[8];
+    uint8_t inner[32];
+    memcpy(h, r->hmac_inner, sizeof h);
+    finish(h, 1, msg, n, inner);
+    memcpy(h, r->hmac_outer, sizeof h);
+    finish(h, 1, inner, 32, out);
 }
 
 int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
@@ -122,7 +102,7 @@ int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uin
     ns_sha256(key, key_len, msg);
     for (int i = 0; i < 8; i++) msg[32 + i] = (uint8_t)(address >> (8 * i));
     for (int i = 0; i < 4; i++) msg[40 + i] = (uint8_t)(id >> (8 * i));
-    hmac32(secret, msg, sizeof msg, out);
+    hmac32(r, secret, msg, sizeof msg, out);
     return NS_OK;
 }
 

@@ -39,6 +39,7 @@ class SingleWriterShmRingBuffer:
     _closed: bool = False
     _writer_lock_fd: int = -1
     _base: Any = None
+    _chars: Any = None
 
     def __init__(self, data_buffer_size: int, name: str | None = None, create: bool = False):
         ffi, lib = self._ffi, self._lib
@@ -67,6 +68,7 @@ class SingleWriterShmRingBuffer:
                 "this ring needs"
             )
         self._base = ffi.from_buffer("uint8_t[]", memory.buf)
+        self._chars = ffi.cast("char *", self._base)  # for ffi.unpack; dropped on close
         rc = lib.ns_init(self._state, self._base, memory.size, self.data_buffer_size, int(create))
         if rc:
             size = memory.size
@@ -229,7 +231,7 @@ class SingleWriterShmRingBuffer:
         if self._base is not None:
             self._lib.ns_detach(self._state)
             self._ffi.release(self._base)
-            self._base = None
+            self._base = self._chars = None
         try:
             if self.is_writer:
                 with suppress(FileNotFoundError):

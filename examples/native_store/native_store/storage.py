@@ -209,10 +209,13 @@ class SingleWriterShmObjectStorage:
         key: str | None = None,
     ) -> Any:
         """Read the object behind a handle (readers pass signature and key):
-        get_begin, get_copy and get_end in one, without a Read in between."""
-        read = self.get_begin(address, monotonic_id, signature, key)
-        self.get_copy(read)
-        return self.get_end(read)
+        get_begin, get_copy and get_end without a Read object in between."""
+        size, data_at = self._open(address, monotonic_id, signature, key)
+        value, error = self._copy(size, data_at)
+        self._end(address, monotonic_id, size, error is None)
+        if error is not None:
+            raise error
+        return value
 
     def get_begin(
         self,
@@ -221,8 +224,33 @@ class SingleWriterShmObjectStorage:
         signature: list[int] | None = None,
         key: str | None = None,
     ) -> Read:
-        """Verify the handle, then C opens the chunk and checks its id (one
-        C call for a reader: signature and chunk)."""
+        """Verify the handle, then C opens the chunk and checks its id."""
+        size, data_at = self._open(address, monotonic_id, signature, key)
+        return Read(address, monotonic_id, size, data_at)
+
+    def get_copy(self, read: Read) -> None:
+        """Copy the object out; a failure is kept for get_end (counted first)."""
+        check_instance("read", read, Read)
+        read.value, read.error = self._copy(read.size, read.data_at)
+        read.copied = True
+
+    def get_end(self, read: Read) -> Any:
+        """Count the read (a failed copy too) and return its value or error."""
+        check_instance("read", read, Read)
+        if not read.copied:
+            raise ValueError("get_end before get_copy")
+        self._end(read.address, read.monotonic_id, read.size, read.error is None)
+        if read.error is not None:
+            raise read.error
+        return read.value
+
+    # the three steps, shared by get and the split read
+
+    def _open(
+        self, address: int, monotonic_id: int, signature: list[int] | None, key: str | None
+    ) -> tuple[int, int]:
+        """(size, data offset) of the handle's chunk: a reader's signature and
+        the chunk's id are checked in one C call."""
         lib = self._lib
         if (
             type(address) is not int
@@ -243,56 +271,47 @@ class SingleWriterShmObjectStorage:
                 raise ValueError(INVALID)
         if rc:
             self.ring_buffer._fail(rc, "read", address, monotonic_id)
-        return Read(address, monotonic_id, self._size[0], self._data_at[0])
+        return self._size[0], self._data_at[0]
 
-    def get_copy(self, read: Read) -> None:
-        """Copy the object out; a failure is kept for get_end (counted first)."""
-        check_instance("read", read, Read)
+    def _copy(self, size: int, data_at: int) -> tuple[Any, Exception | None]:
+        """(value, None) or (None, the serde's error). MsgpackSerde's bytes
+        come out in one memcpy (cffi's unpack); other objects go through the
+        serde on a view of the segment."""
         ring = self.ring_buffer
-        start, stop = read.data_at + FLAG_BYTES, read.data_at + read.size - ring.MD_SIZE
+        start, stop = data_at + FLAG_BYTES, data_at + size - ring.MD_SIZE
         try:
-            buf = ring._buf()
+            buf = ring._buf()  # raises once the ring is closed: nothing below touches it then
             if self._raw_fast and stop - start > 1 and buf[start] == RAW:
-                # MsgpackSerde's bytes: one memcpy out of the segment, by cffi
-                read.value = self._ffi.unpack(self._ffi.cast("char *", ring._base) + start + 1,
-                                              stop - start - 1)  # fmt: skip
-            else:
-                with buf[start:stop] as payload:
-                    read.value = self.ser_de.deserialize(payload)
+                return self._ffi.unpack(ring._chars + start + 1, stop - start - 1), None
+            value = None
+            with buf[start:stop] as payload:
+                value = self.ser_de.deserialize(payload)
+            return value, None
         except BufferError:  # the value still uses the segment's bytes, as the seed allows
-            pass
+            return value, None
         except Exception as exc:
-            read.error = exc.with_traceback(None)
-        read.copied = True
+            return None, exc.with_traceback(None)
 
-    def get_end(self, read: Read) -> Any:
-        """Under the readers' lock C re-checks the header and counts the read
-        (a failed copy too); without the lock (vLLM's sender) it only re-checks."""
-        check_instance("read", read, Read)
-        if not read.copied:
-            raise ValueError("get_end before get_copy")
+    def _end(self, address: int, monotonic_id: int, size: int, copied_ok: bool) -> None:
+        """Under the readers' lock C re-checks the header and counts the read;
+        without the lock (vLLM's sender) it only re-checks."""
         lib, state, lock = self._lib, self._state, self._reader_lock
         if lock is None:
-            rc = lib.ns_open(state, read.address, read.monotonic_id, self._size, self._data_at)
-            if rc == 0 and self._size[0] != read.size:
+            rc = lib.ns_open(state, address, monotonic_id, self._size, self._data_at)
+            if rc == 0 and self._size[0] != size:
                 rc = lib.NS_E_STALE
         elif not lib.NS_READS_LOCKED:  # only the racy_count mutant
-            rc = lib.ns_end(state, read.address, read.monotonic_id, read.size, read.error is None)
+            rc = lib.ns_end(state, address, monotonic_id, size, copied_ok)
         else:
             self._acquire(lock)
             try:
-                rc = lib.ns_end(
-                    state, read.address, read.monotonic_id, read.size, read.error is None
-                )
+                rc = lib.ns_end(state, address, monotonic_id, size, copied_ok)
             finally:
                 lock.release()
         if rc:
             if rc == lib.NS_E_NO_CHUNK:
                 rc = lib.NS_E_STALE
-            self.ring_buffer._fail(rc, "read", read.address, read.monotonic_id)
-        if read.error is not None:
-            raise read.error
-        return read.value
+            self.ring_buffer._fail(rc, "read", address, monotonic_id)
 
     def touch(
         self, key: str, address: int = 0, monotonic_id: int = 0, signature: list[int] | None = None
