@@ -279,11 +279,12 @@ class SingleWriterShmObjectStorage:
         serde on a view of the segment."""
         ring = self.ring_buffer
         start, stop = data_at + FLAG_BYTES, data_at + size - ring.MD_SIZE
+        value = None
         try:
-            buf = ring._buf()  # raises once the ring is closed: nothing below touches it then
-            if self._raw_fast and stop - start > 1 and buf[start] == RAW:
-                return self._ffi.unpack(ring._chars + start + 1, stop - start - 1), None
-            value = None
+            chars = ring._chars  # None once the ring is closed: nothing below touches it then
+            if self._raw_fast and stop - start > 1 and chars is not None and chars[start] == RAW_MD:
+                return self._ffi.unpack(chars + start + 1, stop - start - 1), None
+            buf = ring._buf()
             with buf[start:stop] as payload:
                 value = self.ser_de.deserialize(payload)
             return value, None
@@ -303,7 +304,8 @@ class SingleWriterShmObjectStorage:
         elif not lib.NS_READS_LOCKED:  # only the racy_count mutant
             rc = lib.ns_end(state, address, monotonic_id, size, copied_ok)
         else:
-            self._acquire(lock)
+            if not lock.acquire(True, self.READER_LOCK_TIMEOUT):
+                self._lock_timed_out()
             try:
                 rc = lib.ns_end(state, address, monotonic_id, size, copied_ok)
             finally:
@@ -331,8 +333,11 @@ class SingleWriterShmObjectStorage:
 
     def get_signature(self, key: str) -> list[int]:
         """Sign `key`'s current handle (C: HMAC-SHA256 with the segment's secret)."""
-        self._require_writer("sign handles")
-        address, monotonic_id = self.key_index[check_key(key)]
+        if not self.is_writer:
+            raise ValueError("only the writer can sign handles")
+        if type(key) is not str or not key.isascii():
+            check_key(key)
+        address, monotonic_id = self.key_index[key]
         key_bytes = key.encode("utf-8")
         rc = self._lib.ns_sign(
             self._state, key_bytes, len(key_bytes), address, monotonic_id, self._signature_c
@@ -407,15 +412,15 @@ class SingleWriterShmObjectStorage:
             raise ValueError(f"only the writer can {what}")
 
     def _acquire(self, lock: Any) -> None:
-        timeout = self.READER_LOCK_TIMEOUT
-        if timeout is None:
-            lock.acquire()
-        elif not lock.acquire(True, timeout):
-            raise ReaderLockTimeout(
-                f"the reader lock was not free within {timeout:g} s: a reader process "
-                "probably died while holding it. This read is not counted; "
-                "restart the readers with a new lock."
-            )
+        if not lock.acquire(True, self.READER_LOCK_TIMEOUT):
+            self._lock_timed_out()
+
+    def _lock_timed_out(self) -> None:
+        raise ReaderLockTimeout(
+            f"the reader lock was not free within {self.READER_LOCK_TIMEOUT:g} s: a reader "
+            "process probably died while holding it. This read is not counted; "
+            "restart the readers with a new lock."
+        )
 
 
 def _c_bytes(ffi: Any, part: Any) -> Any:
