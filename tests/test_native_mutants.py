@@ -98,7 +98,16 @@ def build_all() -> None:
 def failing(module: str, out: Path) -> dict[str, str]:
     """The oracle's quick run on `module`: failing property -> its status."""
     subprocess.run(
-        [sys.executable, "-m", "shmref.conformance", "--impl", module, "--quick", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "shmref.conformance",
+            "--impl",
+            module,
+            "--quick",
+            "--out",
+            str(out),
+        ],
         env=ENV,
         capture_output=True,
         text=True,

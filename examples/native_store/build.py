@@ -95,7 +95,7 @@ def check_toolchain() -> None:
             "install them, e.g. `apt-get install python3-dev`"
         )
     try:
-        import cffi  # noqa: F401
+        import cffi  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         raise BuildError("native_store: cffi is missing: `pip install cffi`") from None
 

@@ -22,7 +22,9 @@ def load(variant: str) -> Any:
     if built and all(s.exists() for s in sources):
         newest = max(s.stat().st_mtime for s in sources)
         if built[0].stat().st_mtime < newest:  # a stale build would not match the glue
-            raise ImportError(f"native_store's C core ({variant}) is older than its sources: run `{hint}`")
+            raise ImportError(
+                f"native_store's C core ({variant}) is older than its sources: run `{hint}`"
+            )
     if str(BUILD_DIR) not in sys.path:
         sys.path.append(str(BUILD_DIR))
     try:

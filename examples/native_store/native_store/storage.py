@@ -21,12 +21,12 @@ from refimpl.serde import RAW, MsgpackSerde, ObjectSerde
 from refimpl.storage import _byte_parts
 from refimpl.validate import (
     MAX_CHUNK_DATA,
+    SIGNATURE_BYTES,
     check_fields,
     check_handle_fields,
     check_instance,
     check_int,
     check_key,
-    SIGNATURE_BYTES,
 )
 
 ADDRESS_LIMIT, ID_LIMIT = 2**64, 2**32  # what a signature encodes (8 and 4 bytes)
