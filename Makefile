@@ -82,7 +82,7 @@ findings:
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy --strict refimpl shmref
+	$(PYTHON) -m mypy --strict refimpl shmref examples/native_store/native_store examples/native_store/build.py
 
 clean:
 	rm -rf build .hypothesis .pytest_cache
