@@ -83,13 +83,23 @@ def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[s
 # -- the C signatures ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("length", [0, 1, 55, 56, 63, 64, 65, 1000])
-def test_c_sha256_is_hashlibs(native: ModuleType, length: int) -> None:
+@pytest.mark.parametrize("sha_ni", [True, False], ids=["sha-ni", "portable"])
+def test_c_sha256_is_hashlibs(native: ModuleType, sha_ni: bool) -> None:
+    """Both compression functions (the CPU's SHA extensions, if it has them,
+    and the portable one) against hashlib, at every length around the
+    block and padding boundaries."""
     ffi, lib = native.SingleWriterShmRingBuffer._ffi, native.SingleWriterShmRingBuffer._lib
-    out = ffi.new("uint8_t[32]")
-    data = bytes(range(256)) * 4
-    lib.ns_sha256(data[:length], length, out)
-    assert bytes(out) == hashlib.sha256(data[:length]).digest()
+    if sha_ni and not lib.ns_sha_ni(1):
+        pytest.skip("not run: this CPU has no SHA extensions")
+    lib.ns_sha_ni(int(sha_ni))
+    try:
+        out = ffi.new("uint8_t[32]")
+        data = bytes(range(256)) * 4
+        for length in [*range(0, 140), 1000]:
+            lib.ns_sha256(data[:length], length, out)
+            assert bytes(out) == hashlib.sha256(data[:length]).digest(), length
+    finally:
+        lib.ns_sha_ni(1)
 
 
 def test_signatures_are_the_seeds_hmac_with_the_rings_secret(store: tuple[Any, Any]) -> None:

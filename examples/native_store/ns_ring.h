@@ -71,6 +71,7 @@ int ns_put(ns_ring *r, uint64_t size, const char *md, uint64_t md_len, const cha
 int ns_begin_signed(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
                     const char *signature, uint32_t *size, uint64_t *data_at);
 void ns_sha256(const char *data, uint64_t n, uint8_t *out);
+int ns_sha_ni(int wanted);
 int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
             uint8_t *out);
 int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
