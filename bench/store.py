@@ -44,6 +44,7 @@ from bench.common import load, load_native, median, progress, ratio, segment_buf
 
 CTX = mp.get_context("spawn")
 CONTENDERS = ("refimpl", "seed", "native", "plain")
+MODULES = {"native": "native_store"}  # contender -> the module a reader loads
 SIZES = {"64 B": 64, "4 KiB": 4096, "1 MiB": 1 << 20}
 CHUNK_SLACK = 64  # header, count and msgpack framing, with room to spare
 
@@ -142,7 +143,7 @@ def _attach(impl_name: str, handle: Any, lock: Any) -> Any:
         from refimpl.segment import attach_untracked
 
         return attach_untracked(handle)
-    impl = load(impl_name)
+    impl = load(MODULES.get(impl_name, impl_name))
     return impl.SingleWriterShmObjectStorage.create_from_handle(
         dataclasses.replace(handle, reader_lock=lock)
     )
@@ -465,7 +466,7 @@ def _method_ranges(impl: ModuleType) -> list[tuple[str, int, int, str]]:
 def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int, str]]) -> str:
     if func.startswith("<built-in method _ns_"):  # native_store's C calls (copies included)
         return "C core"
-    if "unpack" in func and "CompiledFFI" in func or func == "<method 'unpack' of 'FFI' objects>":
+    if func.startswith("<method 'unpack' of '_cffi_backend."):
         return "deserialize"  # native_store's copy out of the segment (cffi's memcpy)
     if "SemLock" in func:
         return "reader lock"
