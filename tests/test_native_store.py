@@ -314,3 +314,35 @@ def test_a_build_older_than_its_sources_is_refused(tmp_path: Path, native: Modul
         timeout=60,
     )
     assert done.returncode == 1 and "older than its sources: run `make native`" in done.stderr
+
+
+def test_reader_threads_sharing_a_storage_get_their_own_values(store: tuple[Any, Any]) -> None:
+    """Out-parameters are per call: two threads reading objects of different
+    sizes through one reader storage never get each other's size or place."""
+    import threading
+
+    writer, reader = store
+    handles = {}
+    for key, value in (("short", b"s" * 5), ("long", b"L" * 300)):
+        address, monotonic_id = writer.put(key, value)
+        handles[key] = (address, monotonic_id, writer.get_signature(key), key, value)
+    wrong: list[Any] = []
+
+    def read(key: str) -> None:
+        address, monotonic_id, signature, _key, value = handles[key]
+        for _ in range(20000):  # shared out-parameters failed within this (stale or foreign)
+            try:
+                got = reader.get(address, monotonic_id, signature, key)
+            except ValueError as exc:
+                wrong.append(exc)
+                return
+            if got != value:
+                wrong.append(got)
+                return
+
+    threads = [threading.Thread(target=read, args=(k,)) for k in ("short", "long") * 2]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
