@@ -100,7 +100,7 @@ static void write_header(ns_ring *r, uint64_t offset, uint32_t id, uint32_t size
 
 /* The chunk at `address`: its id, its size (header included) and where its
  * data starts in the mapping; NS_E_NO_CHUNK when no header fits there. */
-int ns_chunk(ns_ring *r, uint64_t address, uint32_t *id, uint32_t *size, uint64_t *data_at) {
+int ns_chunk(ns_ring *r, uint64_t address, ns_span *out) {
     if (r->base == NULL) return NS_E_CLOSED;
 #ifdef NS_MUT_UNCHECKED_ADDRESS
     uint64_t offset = address; /* the mutant trusts the address: no modulo, no bound */
@@ -110,12 +110,12 @@ int ns_chunk(ns_ring *r, uint64_t address, uint32_t *id, uint32_t *size, uint64_
 #endif
     uint64_t word;
     memcpy(&word, r->base + NS_DATA_OFFSET + offset, sizeof word);
-    *id = (uint32_t)(word >> 32);
-    *size = (uint32_t)word;
+    out->id = (uint32_t)(word >> 32);
+    out->size = (uint32_t)word;
 #ifndef NS_MUT_UNCHECKED_ADDRESS
-    if (*size < NS_HEADER || *size > r->capacity - offset) return NS_E_NO_CHUNK;
+    if (out->size < NS_HEADER || out->size > r->capacity - offset) return NS_E_NO_CHUNK;
 #endif
-    *data_at = NS_DATA_OFFSET + offset + NS_HEADER;
+    out->data_at = NS_DATA_OFFSET + offset + NS_HEADER;
     return NS_OK;
 }
 
@@ -262,10 +262,10 @@ int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const char *md, u
                     const char *data, uint64_t data_len) {
     int rc = WRITER(r);
     if (rc) return rc;
-    uint32_t chunk_id, size;
-    uint64_t data_at;
-    if ((rc = ns_chunk(r, address, &chunk_id, &size, &data_at))) return rc;
-    if (chunk_id != id) return NS_E_STALE;
+    ns_span chunk;
+    if ((rc = ns_chunk(r, address, &chunk))) return rc;
+    if (chunk.id != id) return NS_E_STALE;
+    uint64_t size = chunk.size, data_at = chunk.data_at;
     if (md_len > size || data_len > size || NS_HEADER + NS_COUNT + md_len + data_len != size)
         return NS_E_RANGE;
     memset(r->base + data_at, 0, NS_COUNT);
@@ -275,16 +275,15 @@ int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const char *md, u
 }
 
 /* A read's first step: the chunk at `address` must carry `id`. */
-int ns_open(ns_ring *r, uint64_t address, uint32_t id, uint32_t *size, uint64_t *data_at) {
-    uint32_t chunk_id;
-    int rc = ns_chunk(r, address, &chunk_id, size, data_at);
+int ns_open(ns_ring *r, uint64_t address, uint32_t id, ns_span *out) {
+    int rc = ns_chunk(r, address, out);
     if (rc) return rc;
 #ifdef NS_MUT_STALE_ACCEPTED
-    (void)chunk_id, (void)id;
+    (void)id;
 #else
-    if (chunk_id != id) return NS_E_STALE;
+    if (out->id != id) return NS_E_STALE;
 #endif
-    if (*size < NS_HEADER + NS_COUNT) return NS_E_NO_CHUNK;
+    if (out->size < NS_HEADER + NS_COUNT) return NS_E_NO_CHUNK;
     return NS_OK;
 }
 
@@ -292,17 +291,16 @@ int ns_open(ns_ring *r, uint64_t address, uint32_t id, uint32_t *size, uint64_t 
  * one opened (same id and size), then the read is counted. A failed copy
  * is counted too, so that one bad read does not pin the chunk. */
 int ns_end(ns_ring *r, uint64_t address, uint32_t id, uint32_t size, int copied_ok) {
-    uint32_t now_size;
-    uint64_t data_at;
-    int rc = ns_open(r, address, id, &now_size, &data_at);
+    ns_span now;
+    int rc = ns_open(r, address, id, &now);
     if (rc) return rc == NS_E_NO_CHUNK ? NS_E_STALE : rc;
-    if (now_size != size) return NS_E_STALE;
+    if (now.size != size) return NS_E_STALE;
 #ifdef NS_MUT_FAILED_COPY_UNCOUNTED
     if (!copied_ok) return NS_OK;
 #else
     (void)copied_ok;
 #endif
-    add_count(r, data_at);
+    add_count(r, now.data_at);
     return NS_OK;
 }
 
@@ -321,16 +319,15 @@ int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, u
 
 /* A reader's get_begin in one call: the signature (ns_sign.c), then the chunk. */
 int ns_begin_signed(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
-                    const char *signature, uint32_t *size, uint64_t *data_at) {
+                    const char *signature, ns_span *out) {
     int rc = ns_verify(r, key, key_len, address, id, signature);
-    return rc ? rc : ns_open(r, address, id, size, data_at);
+    return rc ? rc : ns_open(r, address, id, out);
 }
 
 int64_t ns_count(ns_ring *r, uint64_t address, uint32_t id) {
-    uint32_t size;
-    uint64_t data_at;
-    int rc = ns_open(r, address, id, &size, &data_at);
-    return rc ? rc : (int64_t)load_count(r, data_at);
+    ns_span chunk;
+    int rc = ns_open(r, address, id, &chunk);
+    return rc ? rc : (int64_t)load_count(r, chunk.data_at);
 }
 
 /* -- the writer's bookkeeping of hand-outs and touches ----------------------- */
@@ -360,9 +357,9 @@ void ns_release_touches(ns_ring *r) { r->epoch++; }
  * wrap at 2**32, so "owed" is computed modulo 2**32 (refimpl's rule). */
 static int is_free(ns_ring *r, ns_chunk_info *info, uint32_t n_readers) {
     if (info->touched_epoch == r->epoch + 1) return 0;
-    uint32_t id, size;
-    uint64_t data_at;
-    if (ns_chunk(r, info->address, &id, &size, &data_at) || size < NS_HEADER + NS_COUNT) return 1;
+    ns_span chunk;
+    if (ns_chunk(r, info->address, &chunk) || chunk.size < NS_HEADER + NS_COUNT) return 1;
+    uint64_t data_at = chunk.data_at;
 #ifdef NS_MUT_FREE_AFTER_ONE_READ
     uint32_t owed = (uint32_t)info->handouts - load_count(r, data_at);
     (void)n_readers;

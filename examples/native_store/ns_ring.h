@@ -31,6 +31,12 @@ typedef struct {
 } ns_chunk_info;
 
 typedef struct {
+    uint32_t id;            /* a chunk as C found it: out-parameter of reads */
+    uint32_t size;          /* header included */
+    uint64_t data_at;       /* where its data starts in the mapping */
+} ns_span;
+
+typedef struct {
     uint8_t *base;          /* the mapping; NULL once closed */
     uint64_t map_len;
     uint64_t capacity;      /* data_buffer_size */
@@ -51,7 +57,7 @@ void ns_detach(ns_ring *r);
 int ns_secret(ns_ring *r, uint8_t *out);
 int ns_set_secret(ns_ring *r, const uint8_t *secret);
 int ns_set_id_max(ns_ring *r, uint64_t id_max);
-int ns_chunk(ns_ring *r, uint64_t address, uint32_t *id, uint32_t *size, uint64_t *data_at);
+int ns_chunk(ns_ring *r, uint64_t address, ns_span *out);
 int ns_allocate(ns_ring *r, uint64_t size, uint64_t *address, uint32_t *id);
 int ns_oldest(ns_ring *r, uint32_t *id, uint64_t *address);
 uint64_t ns_pop_oldest(ns_ring *r);
@@ -59,7 +65,7 @@ void ns_lap_correct(ns_ring *r);
 int ns_clear(ns_ring *r, const uint8_t *secret);
 int ns_write_object(ns_ring *r, uint64_t address, uint32_t id, const char *md, uint64_t md_len,
                     const char *data, uint64_t data_len);
-int ns_open(ns_ring *r, uint64_t address, uint32_t id, uint32_t *size, uint64_t *data_at);
+int ns_open(ns_ring *r, uint64_t address, uint32_t id, ns_span *out);
 int ns_end(ns_ring *r, uint64_t address, uint32_t id, uint32_t size, int copied_ok);
 int64_t ns_count(ns_ring *r, uint64_t address, uint32_t id);
 int ns_handout(ns_ring *r, uint32_t id);
@@ -69,7 +75,7 @@ int ns_free_unused(ns_ring *r, uint64_t target, uint32_t n_readers, uint32_t *id
 int ns_put(ns_ring *r, uint64_t size, const char *md, uint64_t md_len, const char *data,
            uint64_t data_len, uint64_t *address, uint32_t *id);
 int ns_begin_signed(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
-                    const char *signature, uint32_t *size, uint64_t *data_at);
+                    const char *signature, ns_span *out);
 void ns_sha256(const char *data, uint64_t n, uint8_t *out);
 int ns_sha_ni(int wanted);
 int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,

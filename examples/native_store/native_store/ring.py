@@ -50,8 +50,7 @@ class SingleWriterShmRingBuffer:
         total = lib.ns_segment_bytes(self.data_buffer_size)
         self._state = ffi.new("ns_ring *")
         self._out_address = ffi.new("uint64_t *")
-        self._out_id = ffi.new("uint32_t *")
-        self._out_size = ffi.new("uint32_t *")
+        self._out_id = ffi.new("uint32_t *")  # the writer's out-parameters (one writer thread)
         self._secret = ffi.new("uint8_t[32]")
         if create:
             memory, self._writer_lock_fd = create_segment(name, total)
@@ -173,10 +172,9 @@ class SingleWriterShmRingBuffer:
     def chunk(self, address: int) -> tuple[int, int, int]:
         """(id, size incl. header, offset of the data in the mapping) at `address`."""
         check_int("address", address, low=0, high=ADDRESS_LIMIT - 1)
-        data_at = self._out_address
-        rc = self._lib.ns_chunk(self._state, address, self._out_id, self._out_size, data_at)
-        self._check(rc, "read a chunk", address)
-        return int(self._out_id[0]), int(self._out_size[0]), int(data_at[0])
+        span = self._ffi.new("ns_span *")  # per call: readers may share a ring across threads
+        self._check(self._lib.ns_chunk(self._state, address, span), "read a chunk", address)
+        return int(span.id), int(span.size), int(span.data_at)
 
     def chunk_view(self, address: int) -> tuple[memoryview, tuple[int, int]]:
         """The chunk's data as a view of the segment, and its (id, size)."""

@@ -91,8 +91,6 @@ class SingleWriterShmObjectStorage:
         self.flag_bytes = FLAG_BYTES
         self._lib, self._ffi, self._state = ring_buffer._lib, ring_buffer._ffi, ring_buffer._state
         self._raw_fast = type(self.ser_de) is MsgpackSerde  # bytes out in one C copy
-        self._size = ring_buffer._out_size
-        self._data_at = ring_buffer._out_address
         self._signature_out = bytearray(32)  # C writes signatures here
         self._signature_c = self._ffi.from_buffer(self._signature_out)
         if self.is_writer:
@@ -259,19 +257,19 @@ class SingleWriterShmObjectStorage:
             or not 0 <= monotonic_id < ID_LIMIT
         ):
             check_handle_fields(address, monotonic_id)  # raises the exact error
+        span = self._ffi.new("ns_span *")  # per call: readers may share a storage across threads
         if self.is_writer:
-            rc = lib.ns_open(self._state, address, monotonic_id, self._size, self._data_at)
+            rc = lib.ns_open(self._state, address, monotonic_id, span)
         else:
             key_bytes, given = self._signed_fields(key, signature)
             rc = lib.ns_begin_signed(
-                self._state, key_bytes, len(key_bytes), address, monotonic_id, given,
-                self._size, self._data_at,
-            )  # fmt: skip
+                self._state, key_bytes, len(key_bytes), address, monotonic_id, given, span
+            )
             if rc == lib.NS_E_SIGNATURE:
                 raise ValueError(INVALID)
         if rc:
             self.ring_buffer._fail(rc, "read", address, monotonic_id)
-        return self._size[0], self._data_at[0]
+        return span.size, span.data_at
 
     def _copy(self, size: int, data_at: int) -> tuple[Any, Exception | None]:
         """(value, None) or (None, the serde's error). MsgpackSerde's bytes
@@ -298,8 +296,9 @@ class SingleWriterShmObjectStorage:
         without the lock (vLLM's sender) it only re-checks."""
         lib, state, lock = self._lib, self._state, self._reader_lock
         if lock is None:
-            rc = lib.ns_open(state, address, monotonic_id, self._size, self._data_at)
-            if rc == 0 and self._size[0] != size:
+            span = self._ffi.new("ns_span *")
+            rc = lib.ns_open(state, address, monotonic_id, span)
+            if rc == 0 and span.size != size:
                 rc = lib.NS_E_STALE
         elif not lib.NS_READS_LOCKED:  # only the racy_count mutant
             rc = lib.ns_end(state, address, monotonic_id, size, copied_ok)
@@ -325,7 +324,8 @@ class SingleWriterShmObjectStorage:
                 self._lib.ns_touch(self._state, self.key_index[key][1])
             return
         self.verify_signature(key, address, monotonic_id, signature)
-        rc = self._lib.ns_open(self._state, address, monotonic_id, self._size, self._data_at)
+        span = self._ffi.new("ns_span *")
+        rc = self._lib.ns_open(self._state, address, monotonic_id, span)
         if rc:
             self.ring_buffer._fail(rc, "touch", address, monotonic_id)
 
