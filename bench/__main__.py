@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import conformancebench, cpu, instructions, replaybench, report, store, stress, tlcbench
-from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
+from bench.common import BENCH_DIR, REPO, cleanup_guard, load_native, progress
 from shmref import shmtrack
 
 SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance")
@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                         "--reduced: one reader, 5 repetitions of one round, at most "
                         "500 objects a round: a check on a shared machine."
                     )
+                _native, why_not = load_native()
+                if why_not is not None:
+                    notes.append(f"native_store not measured: {why_not}")
                 results["store"] = store.run(config, seed)
             if "cpu" in sections:
                 results["cpu"] = cpu.run(args.quick, seed)
