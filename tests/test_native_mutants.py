@@ -50,6 +50,7 @@ LAYOUT_READING = {
     "replay MCStorage",
     "test_stateful.py::test_store_machine",
     "test_stateful.py::test_store_machine_from_tlc_traces",
+    "test_stateful.py::test_store_machine_small_ids",  # the full run's
 }
 
 # mutant -> the layout-independent properties seen to kill it (at least one
