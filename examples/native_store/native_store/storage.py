@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from native_store.ring import SingleWriterShmRingBuffer
+from native_store.signing import INVALID, Signing
 from refimpl.allocator import freed_ids
 from refimpl.readerlock import READER_LOCK_TIMEOUT, ReaderLockTimeout
 from refimpl.serde import RAW, MsgpackSerde, ObjectSerde
 from refimpl.storage import _byte_parts
 from refimpl.validate import (
     MAX_CHUNK_DATA,
-    SIGNATURE_BYTES,
     check_fields,
     check_handle_fields,
     check_instance,
@@ -31,7 +31,6 @@ from refimpl.validate import (
 
 ADDRESS_LIMIT, ID_LIMIT = 2**64, 2**32  # what a signature encodes (8 and 4 bytes)
 RAW_MD = bytes([RAW])
-INVALID = "Invalid SHM handle signature for cache key."
 
 FLAG_BYTES = 4  # an object's read count (its place in the object is C's business)
 HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class", "reader_lock")
@@ -64,7 +63,7 @@ class Read:
         """Nothing to release: a read in flight holds offsets, not a view."""
 
 
-class SingleWriterShmObjectStorage:
+class SingleWriterShmObjectStorage(Signing):
     """Single-writer, multi-reader object store with FIFO eviction."""
 
     READER_LOCK_TIMEOUT: float | None = READER_LOCK_TIMEOUT
@@ -328,56 +327,6 @@ class SingleWriterShmObjectStorage:
         rc = self._lib.ns_open(self._state, address, monotonic_id, span)
         if rc:
             self.ring_buffer._fail(rc, "touch", address, monotonic_id)
-
-    # -- handles ---------------------------------------------------------------------
-
-    def get_signature(self, key: str) -> list[int]:
-        """Sign `key`'s current handle (C: HMAC-SHA256 with the segment's secret)."""
-        if not self.is_writer:
-            raise ValueError("only the writer can sign handles")
-        if type(key) is not str or not key.isascii():
-            check_key(key)
-        address, monotonic_id = self.key_index[key]
-        key_bytes = key.encode("utf-8")
-        rc = self._lib.ns_sign(
-            self._state, key_bytes, len(key_bytes), address, monotonic_id, self._signature_c
-        )
-        if rc:
-            self.ring_buffer._fail(rc, "sign handles")
-        return list(self._signature_out)
-
-    def verify_signature(
-        self, key: str | None, address: int, monotonic_id: int, signature: list[int] | None
-    ) -> None:
-        """ValueError unless the writer issued this handle for `key` (with the
-        current secret; on the writer, also `key`'s current entry)."""
-        key_bytes, given = self._signed_fields(key, signature)
-        check_handle_fields(address, monotonic_id)
-        if self.is_writer and self.key_index.get(key) != (address, monotonic_id):  # type: ignore[arg-type]
-            raise ValueError(INVALID)
-        rc = self._lib.ns_verify(
-            self._state, key_bytes, len(key_bytes), address, monotonic_id, given
-        )
-        if rc == self._lib.NS_E_SIGNATURE:
-            raise ValueError(INVALID)
-        if rc:
-            self.ring_buffer._fail(rc, "verify a signature")
-
-    @staticmethod
-    def _signed_fields(key: str | None, signature: list[int] | None) -> tuple[bytes, bytes]:
-        """(key as UTF-8, signature as 32 bytes), or the ValueError refimpl raises."""
-        if signature is None or key is None:
-            raise ValueError("Missing SHM handle signature for cache key.")
-        if type(key) is not str or not key.isascii():
-            check_key(key)
-        # a list of 32 ints in [0, 255]; other int-likes convert and then fail the HMAC
-        if type(signature) is not list or len(signature) != SIGNATURE_BYTES:
-            raise ValueError(INVALID)
-        try:
-            given = bytes(signature)
-        except (TypeError, ValueError):
-            raise ValueError(INVALID) from None
-        return key.encode("utf-8"), given
 
     # -- lifetime ------------------------------------------------------------------------
 
