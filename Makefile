@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance seed-snapshot findings findings-check lint clean
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -54,13 +54,28 @@ fuzz: setup
 	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 
-bench: setup
+bench: setup native
 	$(PYTHON) -m bench
 
 # The seed-compatible level's mutation score: small defects in the seed's own
 # code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`.
 mutation-score: setup
 	$(PYTHON) -m bench.seedmutants --sample $(or $(SAMPLE),40)
+
+# native_store (examples/native_store/README.md): its C core built in place by
+# cffi into examples/native_store/build/; the mutants are the same source with
+# one -DNS_MUT_* defect each; native-conformance: the oracle's quick run on it.
+NATIVE_PATH := $(CURDIR):$(CURDIR)/examples/native_store
+native:
+	$(PYTHON) examples/native_store/build.py
+
+native-mutants:
+	$(PYTHON) examples/native_store/build.py --mutants
+
+native-conformance: native
+	PYTHONPATH=$(NATIVE_PATH) $(PYTHON) -m shmref.conformance --impl native_store --quick \
+	  --level seed-compatible --level hardened --level protocol-safe \
+	  --out build/conformance/native_store
 
 conformance: setup
 	$(PYTHON) -m shmref.conformance --impl $(IMPL)
@@ -85,7 +100,7 @@ findings-check:
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy --strict refimpl shmref
+	$(PYTHON) -m mypy --strict refimpl shmref examples/native_store/native_store examples/native_store/build.py
 
 clean:
 	rm -rf build .hypothesis .pytest_cache

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import conformancebench, cpu, instructions, replaybench, report, store, stress, tlcbench
-from bench.common import BENCH_DIR, REPO, cleanup_guard, progress
+from bench.common import BENCH_DIR, REPO, cleanup_guard, load_native, progress
 from shmref import shmtrack
 
 SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance")
@@ -23,6 +23,9 @@ SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conform
 SLOW_SECTIONS = {"instructions", "conformance"}
 
 NOTES = [
+    "native_store (examples/native_store) has its ring, headers, counts and copies in C "
+    "and reuses refimpl's MsgpackSerde and HMAC signatures in Python; `cold copy` is one "
+    "memcpy into memory the cache does not hold (bench/coldcopy.py).",
     "refimpl and the seed share one serializer (`refimpl.serde.MsgpackSerde`: the seed "
     "module imports it), so their ratio measures the ring and the store, not msgpack.",
     "put = `put` + `get_signature` (a signed handle, as vLLM hands out); get = `get` in a "
@@ -74,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quick",
         action="store_true",
         help="small sizes and iterations: checks the benchmark runs (CI)",
+    )
+    parser.add_argument(
+        "--reduced",
+        action="store_true",
+        help="the store section at the full sizes with one reader and few repetitions "
+        "(a check on a shared machine, not the published numbers)",
     )
     parser.add_argument(
         "--out",
@@ -138,6 +147,15 @@ def main(argv: list[str] | None = None) -> int:
                 config = store.QUICK if args.quick else store.FULL
                 if args.quick:
                     notes.append("--quick: the largest value is 64 KiB, not 1 MiB.")
+                if args.reduced:
+                    config = store.REDUCED
+                    notes.append(
+                        "--reduced: one reader, 5 repetitions of one round, at most "
+                        "500 objects a round: a check on a shared machine."
+                    )
+                _native, why_not = load_native()
+                if why_not is not None:
+                    notes.append(f"native_store not measured: {why_not}")
                 results["store"] = store.run(config, seed)
             if "cpu" in sections:
                 results["cpu"] = cpu.run(args.quick, seed)

@@ -62,6 +62,20 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
 
 load = load_impl
 
+# examples/native_store (issue 24): importable here and in every reader
+# process (spawned children import this module too).
+NATIVE_DIR = REPO / "examples" / "native_store"
+if str(NATIVE_DIR) not in sys.path:
+    sys.path.append(str(NATIVE_DIR))
+
+
+def load_native() -> tuple[Any, str | None]:
+    """native_store if it is built: (module, None), else (None, why not)."""
+    try:
+        return load_impl("native_store"), None
+    except ImportError as exc:
+        return None, str(exc)
+
 
 def segment_buf(memory: SharedMemory) -> memoryview:
     """The segment's bytes (CPython sets `buf` to None once closed)."""

@@ -25,7 +25,7 @@ from multiprocessing import shared_memory
 from types import ModuleType
 from typing import Any
 
-from bench.common import load, segment_buf
+from bench.common import load, load_native, segment_buf
 
 SIZE = 1 << 20
 KINDS = {"bytes": bytes(SIZE), "str (msgpack)": "x" * SIZE}
@@ -86,7 +86,7 @@ def plain_copies(value: bytes) -> int:
 
 
 def run(seed_impl: ModuleType | None) -> list[dict[str, Any]]:
-    impls = {"refimpl": load("refimpl"), "seed": seed_impl}
+    impls = {"refimpl": load("refimpl"), "seed": seed_impl, "native": load_native()[0]}
     rows = []
     for kind, value in KINDS.items():
         row: dict[str, Any] = {"kind": kind, "bytes": SIZE}

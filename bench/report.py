@@ -32,6 +32,9 @@ def _paired(row: dict[str, Any], other: str, digits: int = 2) -> str:
     return f"**{row[f'paired_vs_{other}']:.{digits}f}** [{low:.{digits}f}–{high:.{digits}f}]"
 
 
+_COPY_HEADS = {"refimpl": "refimpl", "seed": "seed", "native": "native", "plain": "plain copy"}
+
+
 def _faults(row: dict[str, Any] | None) -> str:
     if row is None or "faults_per_op" not in row:
         return "-"
@@ -101,6 +104,9 @@ def store_tables(store: dict[str, Any]) -> list[str]:
         ],
         body,
     )
+    out += native_table(store, by, value_copies)
+    # native's column only in results that measured it (older ones render as before)
+    copy_keys = [k for k in _COPY_HEADS if k != "native" or any(k in c for c in copy_rows)]
     if copy_rows:
         out += [
             "",
@@ -114,22 +120,86 @@ def store_tables(store: dict[str, Any]) -> list[str]:
             "",
         ]
         out += _table(
-            ["value", "refimpl", "seed", "plain copy"],
-            [
-                [c["kind"], *(str(c.get(k, "-")) for k in ("refimpl", "seed", "plain"))]
-                for c in copy_rows
-            ],
+            ["value", *(_COPY_HEADS[k] for k in copy_keys)],
+            [[c["kind"], *(str(c.get(k, "-")) for k in copy_keys)] for c in copy_rows],
         )
     profile = store.get("profile", [])
     if profile:
         out += ["", "### Where the time goes (cProfile self time, share of put+get)", ""]
+        shown = [c for c in CATEGORIES if any(c in p["shares"] for p in profile)]
         out += _table(
-            ["value", "impl", *CATEGORIES],
+            ["value", "impl", *shown],
             [
-                [p["size"], p["contender"], *(f"{100 * p['shares'][c]:.0f}%" for c in CATEGORIES)]
+                [p["size"], p["contender"], *(f"{100 * p['shares'][c]:.0f}%" for c in shown)]
                 for p in profile
             ],
         )
+    return out
+
+
+def native_table(
+    store: dict[str, Any], by: dict[tuple[Any, ...], dict[str, Any]], copies: dict[str, Any]
+) -> list[str]:
+    """native_store beside the seed and refimpl, and against two cold copies (issue 24)."""
+    cold = {c["size"]: c for c in store.get("cold_copy", [])}
+    keys = [k for k in dict.fromkeys((r, s) for r, s, c in by if c == "native")]
+    if not keys:
+        return []
+    out = [
+        "",
+        "### native_store beside the seed and refimpl",
+        "",
+        "native_store (examples/native_store): the ring, chunk headers, read counts and "
+        "copies in C, the key index, HMAC signatures and serde in Python. native / seed: "
+        "the paired ratio of put+get/s as above (goal: 3 or more at 64 B and 4 KiB); "
+        "seed CPU / native CPU: the same ratio in CPU time, which other load inflates less. "
+        "cold copy = one memcpy of the value into memory the cache does not hold "
+        "(bench/coldcopy.py); a put+get is at best two. µs per put+get = the round's time "
+        "per object (pipes and reader hand-off included) over two cold copies (goal at "
+        "1 MiB: 1.5 or less).",
+        "",
+    ]
+    body = []
+    for n_readers, size in keys:
+        nat, seed, ref = (by.get((n_readers, size, c)) for c in ("native", "seed", "refimpl"))
+        assert nat is not None
+        per_op = 1e6 / nat["ops_per_s"]
+        two = 2 * cold[size]["copy_us"] if size in cold else None
+        body.append(
+            [
+                str(n_readers),
+                size,
+                _num(nat["ops_per_s"]),
+                _num(seed["ops_per_s"]) if seed else "-",
+                _num(ref["ops_per_s"]) if ref else "-",
+                _paired(nat, "seed") if seed else "-",
+                f"{nat['cpu_us']:.1f}",
+                f"**{nat['cpu_vs_seed']:.2f}**" if seed else "-",
+                f"{nat['put_us']:.1f} / {nat['get_us']:.1f}",
+                f"{per_op:.1f}",
+                f"{two:.1f}" if two is not None else "-",
+                f"**{per_op / two:.2f}**" if two else "-",
+                str(copies.get("native", "-")),
+            ]
+        )
+    out += _table(
+        [
+            "readers",
+            "value",
+            "native put+get/s",
+            "seed put+get/s",
+            "refimpl put+get/s",
+            "native / seed",
+            "native CPU µs",
+            "seed CPU / native CPU",
+            "native put / get µs",
+            "native µs per put+get",
+            "two cold copies µs",
+            "native / two cold copies",
+            "copies (bytes value)",
+        ],
+        body,
+    )
     return out
 
 

@@ -39,11 +39,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench import copies
-from bench.common import load, median, progress, ratio, segment_buf
+from bench import coldcopy, copies
+from bench.common import load, load_native, median, progress, ratio, segment_buf
 
 CTX = mp.get_context("spawn")
-CONTENDERS = ("refimpl", "seed", "plain")
+CONTENDERS = ("refimpl", "seed", "native", "plain")
+MODULES = {"native": "native_store"}  # contender -> the module a reader loads
 SIZES = {"64 B": 64, "4 KiB": 4096, "1 MiB": 1 << 20}
 CHUNK_SLACK = 64  # header, count and msgpack framing, with room to spare
 
@@ -82,6 +83,18 @@ QUICK = StoreConfig(
     batch_min=4,
     batch_max=100,
     profile_ops=100,
+)
+# A shared machine's check of the native store at the full sizes: one reader,
+# few repetitions (`python -m bench --reduced`).
+REDUCED = StoreConfig(
+    SIZES,
+    (1,),
+    reps=5,
+    rounds=1,
+    batch_bytes=16 << 20,
+    batch_min=8,
+    batch_max=500,
+    profile_ops=500,
 )
 
 # -- reader processes ------------------------------------------------------------
@@ -130,7 +143,7 @@ def _attach(impl_name: str, handle: Any, lock: Any) -> Any:
         from refimpl.segment import attach_untracked
 
         return attach_untracked(handle)
-    impl = load(impl_name)
+    impl = load(MODULES.get(impl_name, impl_name))
     return impl.SingleWriterShmObjectStorage.create_from_handle(
         dataclasses.replace(handle, reader_lock=lock)
     )
@@ -294,6 +307,7 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
     impls: dict[str, ModuleType | None] = {
         "refimpl": load("refimpl"),
         "seed": seed_impl,
+        "native": load_native()[0],
         "plain": None,
     }
     contenders = [c for c in CONTENDERS if c == "plain" or impls[c] is not None]
@@ -411,7 +425,15 @@ def _quartiles(values: list[float]) -> list[float]:
 
 # -- where the time goes ----------------------------------------------------------
 
-CATEGORIES = ("serialize", "copy into shm", "signatures", "deserialize", "reader lock", "other")
+CATEGORIES = (
+    "serialize",
+    "copy into shm",
+    "signatures",
+    "deserialize",
+    "reader lock",
+    "C core",
+    "other",
+)
 _SIGNATURE_METHODS = {
     "_make_signature",
     "verify_signature",
@@ -430,7 +452,8 @@ def _method_ranges(impl: ModuleType) -> list[tuple[str, int, int, str]]:
         impl.SingleWriterShmRingBuffer,
         impl.MsgpackSerde,
     ):
-        for name, member in vars(cls).items():
+        members = {n: m for klass in reversed(cls.__mro__) for n, m in vars(klass).items()}
+        for name, member in members.items():  # inherited too (native_store binds subclasses)
             func = getattr(member, "__func__", member)
             func = getattr(func, "__wrapped__", func)
             if not inspect.isfunction(func):
@@ -441,6 +464,10 @@ def _method_ranges(impl: ModuleType) -> list[tuple[str, int, int, str]]:
 
 
 def _category(file: str, line: int, func: str, ranges: list[tuple[str, int, int, str]]) -> str:
+    if func.startswith("<built-in method _ns_"):  # native_store's C calls (copies included)
+        return "C core"
+    if func.startswith("<method 'unpack' of '_cffi_backend."):
+        return "deserialize"  # native_store's copy out of the segment (cffi's memcpy)
     if "SemLock" in func:
         return "reader lock"
     if "packb" in func or "Packer" in func:
@@ -499,7 +526,12 @@ def profile(impl: ModuleType, size: int, ops: int, batch: int) -> dict[str, floa
 
 def profiles(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str, Any]]:
     rows = []
-    impls = [("refimpl", load("refimpl"))] + ([("seed", seed_impl)] if seed_impl else [])
+    native = load_native()[0]
+    impls = (
+        [("refimpl", load("refimpl"))]
+        + ([("seed", seed_impl)] if seed_impl else [])
+        + ([("native", native)] if native else [])
+    )
     for label, size in config.sizes.items():
         ops = min(config.profile_ops, max(config.batch_min, (64 << 20) // size))
         for name, impl in impls:
@@ -514,6 +546,7 @@ def run(config: StoreConfig, seed_impl: ModuleType | None) -> dict[str, Any]:
         "throughput": measure(config, seed_impl),
         "profile": profiles(config, seed_impl),
         "copies": copies.run(seed_impl),
+        "cold_copy": coldcopy.run(config.sizes),
     }
 
 

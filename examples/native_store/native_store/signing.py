@@ -1,0 +1,73 @@
+"""Handle signatures for the storage: the seed's HMAC-SHA256(secret,
+sha256(key) || address || id), computed and compared in C (ns_sign.c) with
+the secret the segment holds now, so that clear()'s new secret refuses
+every handle signed before it (F4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from native_store.ring import SingleWriterShmRingBuffer
+from refimpl.validate import SIGNATURE_BYTES, check_handle_fields, check_key
+
+INVALID = "Invalid SHM handle signature for cache key."
+
+
+class Signing:
+    """get_signature and verify_signature of SingleWriterShmObjectStorage."""
+
+    is_writer: bool
+    key_index: dict[str, tuple[int, int]]
+    ring_buffer: SingleWriterShmRingBuffer
+    _lib: Any
+    _state: Any
+    _signature_out: bytearray  # C writes a writer's signatures here
+    _signature_c: Any
+
+    def get_signature(self, key: str) -> list[int]:
+        """Sign `key`'s current handle (C: HMAC-SHA256 with the segment's secret)."""
+        if not self.is_writer:
+            raise ValueError("only the writer can sign handles")
+        if type(key) is not str or not key.isascii():
+            check_key(key)
+        address, monotonic_id = self.key_index[key]
+        key_bytes = key.encode("utf-8")
+        rc = self._lib.ns_sign(
+            self._state, key_bytes, len(key_bytes), address, monotonic_id, self._signature_c
+        )
+        if rc:
+            self.ring_buffer._fail(rc, "sign handles")
+        return list(self._signature_out)
+
+    def verify_signature(
+        self, key: str | None, address: int, monotonic_id: int, signature: list[int] | None
+    ) -> None:
+        """ValueError unless the writer issued this handle for `key` (with the
+        current secret; on the writer, also `key`'s current entry)."""
+        key_bytes, given = self._signed_fields(key, signature)
+        check_handle_fields(address, monotonic_id)
+        if self.is_writer and self.key_index.get(key) != (address, monotonic_id):  # type: ignore[arg-type]
+            raise ValueError(INVALID)
+        rc = self._lib.ns_verify(
+            self._state, key_bytes, len(key_bytes), address, monotonic_id, given
+        )
+        if rc == self._lib.NS_E_SIGNATURE:
+            raise ValueError(INVALID)
+        if rc:
+            self.ring_buffer._fail(rc, "verify a signature")
+
+    @staticmethod
+    def _signed_fields(key: str | None, signature: list[int] | None) -> tuple[bytes, bytes]:
+        """(key as UTF-8, signature as 32 bytes), or the ValueError refimpl raises."""
+        if signature is None or key is None:
+            raise ValueError("Missing SHM handle signature for cache key.")
+        if type(key) is not str or not key.isascii():
+            check_key(key)
+        # a list of 32 ints in [0, 255]; other int-likes convert and then fail the HMAC
+        if type(signature) is not list or len(signature) != SIGNATURE_BYTES:
+            raise ValueError(INVALID)
+        try:
+            given = bytes(signature)
+        except (TypeError, ValueError):
+            raise ValueError(INVALID) from None
+        return key.encode("utf-8"), given
