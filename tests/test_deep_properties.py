@@ -66,3 +66,15 @@ def test_hot_key_starves_put_and_renew_ends_it(tmp_path: Path) -> None:
     assert {"get_cached", "put_failed", "read"} <= lasts
     renew = run("MCHotKeyRenew", tmp_path)
     assert renew.verdict == "PASS", renew.detail
+
+
+@pytest.mark.slow
+def test_counting_invariants_are_inductive_and_need_a3(tmp_path: Path) -> None:
+    res = run("MCIndCounts", tmp_path)
+    assert res.verdict == "PASS", res.detail
+    weak = run("MCIndCountsWeak", tmp_path)
+    assert weak.verdict == "expected FAIL reproduced", weak.detail
+    assert weak.run is not None and weak.run.trace is not None
+    step = weak.run.trace.states[-1].vars["last_action"]
+    # an older lap's handle passes F2's re-check and increments a live chunk
+    assert step["name"] == "get_end" and step["outcome"] == "ok"
