@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,13 @@ def parse_server_output(text: str, seconds: float, exit_code: int) -> TlcRun:
     )
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on now (for the server's RMI registry)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
 def _follow(server: subprocess.Popen[str], log_path: Path, name: str, started: float) -> str:
     """The server's output, copied to `log_path` as it comes; progress lines echoed."""
     lines: list[str] = []
@@ -108,9 +116,13 @@ def run_distributed(
     timeout: float,
     extra_args: Sequence[str] = (),
     log_dir: Path | None = None,
+    port: int | None = None,
 ) -> Result:
     """Server + `workers` local workers on one model; the server's verdict."""
     java, jar = find_java(), str(find_jar())
+    # a port of its own: on the default one, a worker of another run on this
+    # machine joins whichever server registered first
+    port_property = f"-Dtlc2.tool.distributed.TLCServer.port={port or free_port()}"
     tmp = Path(tempfile.mkdtemp(prefix="shmref-deep-"))
     server_cmd = [
         java,
@@ -119,6 +131,7 @@ def run_distributed(
         "-cp",
         jar,
         f"-Djava.rmi.server.hostname={host}",
+        port_property,
         "tlc2.tool.distributed.TLCServer",
         "-metadir",
         str(tmp / "meta"),
@@ -131,6 +144,7 @@ def run_distributed(
     worker_cmd = [
         java,
         "-Dtlc2.tool.distributed.TLCWorker.threadCount=1",
+        port_property,
         "-cp",
         jar,
         "tlc2.tool.distributed.TLCWorker",
@@ -214,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="MODEL")
     parser.add_argument("--workers", type=int, default=2, help="local TLCWorkers (default 2)")
     parser.add_argument("--host", default="localhost", help="the server's host name for workers")
+    parser.add_argument(
+        "--port", type=int, default=None, help="the server's RMI port (default: a free one)"
+    )
     parser.add_argument("--timeout", type=float, default=4 * 3600.0)
     parser.add_argument("--spec-dir", type=Path, default=SPEC_DIR)
     parser.add_argument("--simulate", action="store_true", help="tlc2.TLC -simulate instead")
@@ -247,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             extra = ("-fpmem", str(args.fpmem)) if args.fpmem is not None else ()
             res = run_distributed(
-                model, spec_dir, args.workers, args.host, args.timeout, extra, LOG_DIR
+                model, spec_dir, args.workers, args.host, args.timeout, extra, LOG_DIR, args.port
             )
         print_result(res)
         results.append(res)
