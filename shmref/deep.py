@@ -20,18 +20,28 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from shmref.check import Result, judge, print_result, select
-from shmref.manifest import ManifestError, Model, load_manifest
-from shmref.paths import SPEC_DIR
+from shmref.manifest import (
+    ManifestError,
+    Measured,
+    Model,
+    load_manifest,
+    record,
+    regenerate_readme,
+)
+from shmref.paths import SPEC_DIR, cache_dir
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
 
+LOG_DIR = cache_dir("tlc", keyed_by_spec=False)  # <model>.deep.out: the server's output
 _DISTINCT = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found")
 _DEPTH = re.compile(r"depth of the complete state graph search is (\d+)")
 _INVARIANT = re.compile(r"Invariant (\w+) is violated")
@@ -76,11 +86,43 @@ def parse_server_output(text: str, seconds: float, exit_code: int) -> TlcRun:
     )
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on now (for the server's RMI registry)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
+def _follow(server: subprocess.Popen[str], log_path: Path, name: str, started: float) -> str:
+    """The server's output, copied to `log_path` as it comes; progress lines echoed."""
+    lines: list[str] = []
+    assert server.stdout is not None
+    with log_path.open("w") as log:
+        for line in server.stdout:
+            lines.append(line)
+            log.write(line)
+            log.flush()
+            if line.startswith("Progress(") or "distinct states found" in line:
+                elapsed = time.monotonic() - started
+                print(f"    [{name} {elapsed:.0f}s] {line.strip()}", file=sys.stderr, flush=True)
+    return "".join(lines)
+
+
 def run_distributed(
-    model: Model, spec_dir: Path, workers: int, host: str, timeout: float
+    model: Model,
+    spec_dir: Path,
+    workers: int,
+    host: str,
+    timeout: float,
+    extra_args: Sequence[str] = (),
+    log_dir: Path | None = None,
+    port: int | None = None,
 ) -> Result:
     """Server + `workers` local workers on one model; the server's verdict."""
     java, jar = find_java(), str(find_jar())
+    # a port of its own: on the default one, a worker of another run on this
+    # machine joins whichever server registered first
+    port_property = f"-Dtlc2.tool.distributed.TLCServer.port={port or free_port()}"
     tmp = Path(tempfile.mkdtemp(prefix="shmref-deep-"))
     server_cmd = [
         java,
@@ -89,10 +131,12 @@ def run_distributed(
         "-cp",
         jar,
         f"-Djava.rmi.server.hostname={host}",
+        port_property,
         "tlc2.tool.distributed.TLCServer",
         "-metadir",
         str(tmp / "meta"),
         *(["-deadlock"] if model.deadlock else []),
+        *extra_args,
         "-config",
         model.cfg_file,
         model.tla_file,
@@ -100,28 +144,34 @@ def run_distributed(
     worker_cmd = [
         java,
         "-Dtlc2.tool.distributed.TLCWorker.threadCount=1",
+        port_property,
         "-cp",
         jar,
         "tlc2.tool.distributed.TLCWorker",
         host,
     ]
     print(f"    [{model.name}] more workers: {' '.join(worker_cmd)}", file=sys.stderr, flush=True)
+    log_path = (log_dir or tmp) / f"{model.name}.deep.out"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     local: list[subprocess.Popen[bytes]] = []
     server = subprocess.Popen(
         server_cmd, cwd=spec_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    timer = threading.Timer(timeout, server.kill)
+    timer.start()
     try:
         time.sleep(2)  # the server registers with RMI before workers may connect
         local = [
             subprocess.Popen(worker_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(workers)
         ]
-        output, _ = server.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        output = (server.communicate()[0] or "") + f"\ntimed out after {timeout:.0f} s"
+        output = _follow(server, log_path, model.name, started)
+        server.wait()
+        if not timer.is_alive() and server.returncode != 0:
+            output += f"\ntimed out after {timeout:.0f} s"
     finally:
+        timer.cancel()
         for proc in local:
             try:
                 proc.wait(timeout=10)
@@ -178,12 +228,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="MODEL")
     parser.add_argument("--workers", type=int, default=2, help="local TLCWorkers (default 2)")
     parser.add_argument("--host", default="localhost", help="the server's host name for workers")
+    parser.add_argument(
+        "--port", type=int, default=None, help="the server's RMI port (default: a free one)"
+    )
     parser.add_argument("--timeout", type=float, default=4 * 3600.0)
     parser.add_argument("--spec-dir", type=Path, default=SPEC_DIR)
     parser.add_argument("--simulate", action="store_true", help="tlc2.TLC -simulate instead")
     parser.add_argument("--depth", type=int, default=60)
     parser.add_argument("--num", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--fpmem", type=float, default=None, help="TLCServer -fpmem (fingerprint memory share)"
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write distinct/depth/time/workers of the runs as expected into spec/models.toml "
+        "and regenerate spec/README.md's table",
+    )
     args = parser.parse_args(argv)
     spec_dir = args.spec_dir.resolve()
     try:
@@ -200,9 +262,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.simulate:
             res = run_simulation(model, spec_dir, args.depth, args.num, args.seed)
         else:
-            res = run_distributed(model, spec_dir, args.workers, args.host, args.timeout)
+            extra = ("-fpmem", str(args.fpmem)) if args.fpmem is not None else ()
+            res = run_distributed(
+                model, spec_dir, args.workers, args.host, args.timeout, extra, LOG_DIR, args.port
+            )
         print_result(res)
         results.append(res)
+    if args.record and not args.simulate:
+        runs = [
+            (
+                r.model.name,
+                Measured(r.run.distinct_states, r.run.depth, r.run.seconds, args.workers),
+            )
+            for r in results
+            if r.good and r.run is not None
+        ]
+        updated = record(manifest, runs)
+        regenerate_readme(spec_dir / "README.md", updated.models)
+        print(f"deep: recorded {len(runs)} model(s) in models.toml and README.md", flush=True)
     bad = [r.model.name for r in results if not r.good]
     print(
         f"deep: {len(results) - len(bad)} of {len(results)} model(s) as expected"

@@ -37,6 +37,7 @@ class Measured:
     distinct: int | None = None
     depth: int | None = None
     seconds: float | None = None
+    workers: int | None = None  # TLC workers of the recorded run (deep: distributed workers)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,8 @@ def record(manifest: Manifest, runs: Iterable[tuple[str, Measured]]) -> Manifest
         table.add("distinct", measured.distinct)
         table.add("depth", measured.depth)
         table.add("seconds", round(measured.seconds or 0.0, 1))
+        if measured.workers is not None:
+            table.add("workers", measured.workers)
         by_name[name]["measured"] = table
     manifest.path.write_text(tomlkit.dumps(doc))
     return load_manifest(manifest.path)
@@ -167,10 +170,20 @@ def models_table(models: Iterable[Model]) -> str:
             _count(m.measured.distinct),
             _count(m.measured.depth),
             "-" if m.measured.seconds is None else f"{m.measured.seconds:.0f} s",
+            "-" if m.measured.workers is None else str(m.measured.workers),
         )
         for m in models
     ]
-    header = ("model", "code it describes", "bounds", "expected", "distinct", "depth", "time")
+    header = (
+        "model",
+        "code it describes",
+        "bounds",
+        "expected",
+        "distinct",
+        "depth",
+        "time",
+        "workers",
+    )
     return str(tabulate(rows, headers=header, tablefmt="github"))
 
 

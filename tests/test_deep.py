@@ -58,3 +58,28 @@ def test_server_output_parser() -> None:
     assert (ok.outcome, ok.distinct_states, ok.depth) == ("ok", 6568, 19)
     broken = deep.parse_server_output("Exception in thread main\n", 1.0, 1)
     assert broken.outcome == "error" and broken.error
+
+
+def test_record_keeps_the_workers_of_a_deep_run(tmp_path: Path) -> None:
+    """`--record` writes distinct/depth/time and the workers; the table shows them."""
+    for name in ("models.toml", "README.md"):
+        (tmp_path / name).write_text((SPEC / name).read_text())
+    loaded = manifest.load_manifest(tmp_path / "models.toml")
+    run = manifest.Measured(12_345_678, 40, 3600.0, workers=2)
+    updated = manifest.record(loaded, [("MCStorageFixedDeep", run)])
+    deep_model = {m.name: m for m in updated.models}["MCStorageFixedDeep"]
+    assert deep_model.measured == run
+    manifest.regenerate_readme(tmp_path / "README.md", updated.models)
+    row = next(
+        line
+        for line in (tmp_path / "README.md").read_text().splitlines()
+        if line.startswith("| MCStorageFixedDeep ")
+    )
+    assert "12,345,678" in row and row.rstrip(" |").endswith("2")
+    # a model recorded without workers shows "-"
+    ring = next(
+        line
+        for line in (tmp_path / "README.md").read_text().splitlines()
+        if line.startswith("| MCRing ")
+    )
+    assert ring.rstrip(" |").endswith("-")

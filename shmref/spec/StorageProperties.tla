@@ -111,6 +111,20 @@ ReadsReturnPutValue ==
            /\ last_action.value = Value(last_action.handle[1],
                                         issued[last_action.handle])
 
+\* The copy window (no torn read): while a reader has opened a chunk and
+\* not yet copied it (get_begin .. get_copy), no put writes a cell the
+\* reader will copy.  Only put writes payload and headers (free_unused and
+\* clear move pointers only), and under A1 a reader's handle pins its chunk
+\* (OutstandingPinned) so free_unused cannot hand its cells to a put; a
+\* clear() during a read drops that pin (CLEAR_WHEN = "any": F2 must then
+\* reject the read at get_end).
+ReadCells(r) == rd[r].pos..(rd[r].pos + rd[r].size - 1)
+PutCells == (last_action.handle[2] % N)..((last_action.handle[2] % N)
+                                          + last_action.size - 1)
+CopyWindowUntouched ==
+    (last_action.name = "put" /\ last_action.outcome = "ok")
+        => \A r \in Readers : rd[r].st = "open" => ReadCells(r) \cap PutCells = {}
+
 \* The count in a live chunk's header never exceeds the increments made by
 \* readers whose handle named that chunk.
 CountsSound ==
