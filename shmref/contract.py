@@ -32,6 +32,13 @@ SECRET_BYTES = 32  # [32-byte handle-signing secret][ring buffer chunks...]
 HEADER_BYTES = 8  # [4-byte monotonic_id][4-byte chunk_size incl. header], little-endian
 COUNT_BYTES = 4  # object: [4-byte reference_count][metadata][serialized data]
 
+# Optional hook (not a capability row): a writer storage method
+# `shmref_read_count(address) -> int`, the read count of the object in the
+# chunk at `address` (as put returned it). A store that declares it lets the
+# state machines, replay and trace validation compare counts without the
+# seed's layout; without it they judge through the API alone (shmref.driver).
+READ_COUNT_HOOK = "shmref_read_count"
+
 
 # -- the four classes ----------------------------------------------------------------------
 
