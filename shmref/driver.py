@@ -356,7 +356,9 @@ class Driver:
         """The writer reads one of its objects (`get` without a signature; the
         writer has no lock, as in vLLM, so the read is not counted)."""
         key, address, monotonic_id = handle
-        outcome = self._run("writer_get", lambda: self.writer.get(self.unit * address, monotonic_id))
+        outcome = self._run(
+            "writer_get", lambda: self.writer.get(self.unit * address, monotonic_id)
+        )
         if outcome.status == "ok":
             return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
         return outcome
@@ -481,4 +483,3 @@ def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:
     """Record a returned (address, id) before it is scaled (which may fail)."""
     into.append((pair[0], pair[1]))
     return cast(tuple[int, int], pair)  # as returned: scaling checks it
-

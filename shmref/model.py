@@ -51,6 +51,7 @@ class IdCollision(Exception):
     """The seed's allocator gave a live chunk's id to a new chunk (hazard H4,
     FINDINGS #4): outside what a policy model follows."""
 
+
 Handle = tuple[str, int, int]  # (key, address, id), address in units
 
 

@@ -236,9 +236,7 @@ class StoreMachine(RuleBasedStateMachine):
                 f"read of {handle} returned {outcome.result}'s value (a wrong or torn read)"
             )
 
-    @precondition(
-        lambda self: not self.model.in_flight() and not any(+i for i in self.model.inbox)
-    )
+    @precondition(lambda self: not self.model.in_flight() and not any(+i for i in self.model.inbox))
     @rule(roll=st.integers(0, 3))
     def reclaim_all(self, roll: int) -> None:
         """Liveness (one time in four): with every delivery read and no read
