@@ -84,6 +84,7 @@ class StoreModel:
     count: dict[int, int] = field(default_factory=dict)  # cell -> reader count field
     owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # cell -> (key, put #)
     puts: int = 0
+    extent: dict[int, tuple[int, int]] = field(default_factory=dict)  # put # -> (cell, size)
     issued: set[Handle] = field(default_factory=set)
     inbox: list[Counter[Handle]] = field(default_factory=list)  # per reader: deliveries
     reads: list[ModelRead | None] = field(default_factory=list)
@@ -159,6 +160,7 @@ class StoreModel:
         cell = address % self.n
         self.count[cell] = 0
         self.puts += 1
+        self.extent[self.puts] = (cell, size)
         for inner in range(cell, cell + size):
             self.owner[inner] = (key, self.puts)
         self.writer_flag[monotonic_id] = 1
@@ -258,8 +260,11 @@ class StoreModel:
         assert read is not None, f"get_copy of reader {reader} with no read in flight"
         cells = range(read.cell, read.cell + read.size)
         read.copied = frozenset(self.owner.get(cell, ("<garbage>", 0)) for cell in cells)
-        if len(read.copied) != 1 or next(iter(read.copied))[1] == 0:
-            return Outcome("torn")  # the serde may decode it or raise: either is allowed
+        whole = len(read.copied) == 1 and (
+            self.extent.get(next(iter(read.copied))[1]) == (read.cell, read.size)
+        )
+        if not whole:  # parts of objects: the serde may decode them or raise
+            return Outcome("torn")
         return Outcome("ok")
 
     def get_end(self, reader: int) -> Outcome:
