@@ -133,7 +133,7 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(
         SEED,
         "test_stateful.py::test_store_machine[seed]",
-        "Hypothesis state machine beside the pure model: the seed's policy",
+        "state machine beside the pure model: seed's policy, fixes allowed",
     ),
     TestGroup(
         HARDENED,
@@ -148,7 +148,7 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(
         SEED,
         "test_stateful.py::test_store_machine_from_tlc_traces[seed]",
-        "state machine seeded with TLC trace prefixes: the seed's policy",
+        "state machine seeded with TLC trace prefixes: seed's policy, fixes allowed",
     ),
     TestGroup(
         HARDENED,
@@ -163,7 +163,7 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(
         SEED,
         "test_stateful.py::test_store_machine_small_ids[seed]",
-        "state machine with ID_MAX 3 (ids wrap, live-id limit): the seed's policy",
+        "state machine with ID_MAX 3 (ids wrap, live-id limit): seed's policy, fixes allowed",
         quick=False,
     ),
     TestGroup(

@@ -19,7 +19,7 @@ from hypothesis import Phase, settings
 from shmref.driver import Driver, unit_for
 from shmref.model import FIXED, SEED, StoreModel
 from shmref.seedbuild import SeedError, build_seed_module
-from shmref.testing.machine import LEVEL_POLICIES, machine_for
+from shmref.testing.machine import level_overrides, machine_for
 
 
 class PickleSerde:
@@ -51,7 +51,7 @@ def fast(machine: Any, examples: int = 60) -> Any:
     return machine
 
 
-@pytest.mark.parametrize("level", ["fixed", "safety"])
+@pytest.mark.parametrize("level", ["seed", "fixed", "safety"])
 def test_machines_run_on_another_serde(level: str) -> None:
     """refimpl with PickleSerde: the machines run (not skip) and pass."""
     import refimpl
@@ -59,7 +59,7 @@ def test_machines_run_on_another_serde(level: str) -> None:
     with Driver(refimpl, 4, n_readers=1, max_obj=2, serde_class=PickleSerde) as driver:
         assert driver.unit == unit_for(PickleSerde)
         assert driver.put("a", 1).status == "ok"
-    machine = machine_for(refimpl, policies=LEVEL_POLICIES[level], serde_class=PickleSerde)
+    machine = machine_for(refimpl, serde_class=PickleSerde, **level_overrides(level))
     fast(machine, 40).TestCase().runTest()
 
 
@@ -142,7 +142,7 @@ SEED_MUTANTS = {
 def test_seed_machine_kills_seed_mutants(seed_module: types.ModuleType, mutant: str) -> None:
     """Each defect fails the [seed] machine on a model comparison."""
     impl = variant(seed_module, mutant, **SEED_MUTANTS[mutant])
-    machine = fast(machine_for(impl, policies=LEVEL_POLICIES["seed"]), 300)
+    machine = fast(machine_for(impl, **level_overrides("seed")), 300)
     try:
         machine.TestCase().runTest()
     except AssertionError:

@@ -9,13 +9,16 @@ delivery is read once by each reader; A2: no clear while a read is in
 flight, except the `clear_during_reads` rule, whose reads must end with
 their own value or be refused).
 
-Each level is judged by its own rule (`policies`, shmref.model): SEED
-demands the seed's outcomes exactly (seed-compatible), FIXED refimpl's
-(hardened), and SAFETY keeps every policy model that agrees with what the
-store showed so far, so only a step no refusal policy explains fails, and
-asserts the spec's safety and liveness itself: no read returns another
-key's or a torn value, and once every delivery is read, everything can be
-reclaimed and an object that fits can be put (protocol-safe).
+Each level is judged by its own rule (`LEVELS`): the machine keeps every
+model of `policies` (shmref.model) that agrees with what the store showed
+so far, and fails on a step that none explains. seed-compatible: the seed's
+policy, where each of refimpl's fixes is an allowed deviation (so the seed
+and refimpl pass; a defect matches no policy), and the seed's hazards are
+its behaviour. hardened: refimpl's policy alone. protocol-safe: any policy,
+and the machine asserts the spec's safety and liveness itself
+(`judge_safety`): no read returns another key's or a torn value, no put
+reuses a live chunk's id, and once every delivery is read, everything can
+be reclaimed and an object that fits can be put.
 
 The machines judge through the API only (shmref.driver.observe): counts
 are compared only when the store declares how to read them or the caller
@@ -45,17 +48,25 @@ from hypothesis.stateful import (
 from shmref import tlc, vocabulary
 from shmref.corpus import simulation_corpus
 from shmref.driver import Driver, Outcome
-from shmref.model import FIXED, POLICIES, SEED, IdCollision, Policy, StoreModel
+from shmref.model import FIXED, POLICIES, IdCollision, Policy, StoreModel
 from shmref.paths import SPEC_DIR
 from shmref.replay import read_constants, step_call
 
 KEYS = ("a", "b", "c", "d", "e")
 SAFETY = POLICIES  # every mix of the seed's and refimpl's refusal policies
-LEVEL_POLICIES: dict[str, tuple[Policy, ...]] = {
-    "seed": (SEED,),
-    "fixed": (FIXED,),
-    "safety": SAFETY,
+# level parameter -> (policies, judge_safety)
+LEVELS: dict[str, tuple[tuple[Policy, ...], bool]] = {
+    "seed": (POLICIES, False),
+    "fixed": ((FIXED,), True),
+    "safety": (SAFETY, True),
 }
+LEVEL_POLICIES = {level: policies for level, (policies, _) in LEVELS.items()}
+
+
+def level_overrides(level: str) -> dict[str, Any]:
+    """machine_for's overrides that judge `level` ("seed", "fixed", "safety")."""
+    policies, judge_safety = LEVELS[level]
+    return {"policies": policies, "judge_safety": judge_safety}
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -66,6 +77,7 @@ class StoreMachine(RuleBasedStateMachine):
     N, R, ID_MAX, MAX_OBJ = 8, 2, 5, 3
     reader_processes = False
     policies: tuple[Policy, ...] = (FIXED,)
+    judge_safety = True  # assert safety itself (False: the seed's hazards are behaviour)
     serde_class: type | None = None  # the storage's own when None
     observe_layout = False  # the caller claims the seed's layout: counts from bytes
 
@@ -94,7 +106,7 @@ class StoreMachine(RuleBasedStateMachine):
     @property
     def safety(self) -> bool:
         """Judge safety itself (a foreign read fails even if a model predicts it)."""
-        return self.policies != (SEED,)
+        return self.judge_safety
 
     def teardown(self) -> None:
         self.driver.close()
@@ -157,9 +169,9 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS), size=st.integers(1, 4))
     def put(self, key: str, size: int) -> None:
-        """On the seed's policy alone, a put that would collide ids is not
-        taken; under SAFETY it is, and a store that collides fails."""
-        if self.policies == (SEED,) and self.collides(key, size):
+        """Unless safety is judged, a put that would collide ids in a seed
+        model is not taken; when it is judged, a store that collides fails."""
+        if not self.safety and self.collides(key, size):
             return
         self.step("put", key, size)
 
