@@ -1,5 +1,5 @@
 """Read counts through the API alone, for a store whose bytes are not the
-seed's (shmref.layoutprobe): after a hazard's trace, each live chunk is read
+seed's or that declares no count reader: after a hazard's trace, each live chunk is read
 until one read short of what it is owed, and free_unused must keep it; a
 chunk freed one read early carried a count that no read naming it made.
 This is how a black-box checker sees a misplaced count: from the history of

@@ -8,8 +8,9 @@ attributes its docstrings name). Everything else an implementation has is
 its own business. Behaviour is observed through these names alone (return
 values, exceptions, `is_cached`, what `free_unused` reclaims). The segment's
 bytes, laid out as the seed documents (shmref.observe), are read by the
-level seed-layout (a claim of its own), and elsewhere only where a probe
-sees the seed's read counts in them (shmref.layoutprobe).
+level seed-layout (a claim of its own); elsewhere read counts come only
+from the store's own `shmref_read_count(address)` if it declares one
+(READ_COUNT_HOOK) or a caller's explicit layout claim (Driver(layout=True)).
 
 Capabilities are required (a module lacking one is refused, exit 2) or
 optional (a property needing a missing one is reported `not run: missing
@@ -33,6 +34,13 @@ from shmref import tables
 SECRET_BYTES = 32  # [32-byte handle-signing secret][ring buffer chunks...]
 HEADER_BYTES = 8  # [4-byte monotonic_id][4-byte chunk_size incl. header], little-endian
 COUNT_BYTES = 4  # object: [4-byte reference_count][metadata][serialized data]
+
+# Optional hook (not a capability row): a writer storage method
+# `shmref_read_count(address) -> int`, the read count of the object in the
+# chunk at `address` (as put returned it). A store that declares it lets the
+# state machines, replay and trace validation compare counts without the
+# seed's layout; without it they judge through the API alone (shmref.driver).
+READ_COUNT_HOOK = "shmref_read_count"
 
 
 # -- the four classes ----------------------------------------------------------------------

@@ -2,19 +2,29 @@
 
 One `Driver` owns one writer ring (and, for the storage, the writer storage
 and R reader storages attached through its handle). Its methods carry the
-spec's action names and take the spec's arguments in units (DESIGN.md:
-1 unit = 16 bytes), so a TLC trace step, a Hypothesis rule and a hand-written
-story all become the same call. `observe()` reads the implementation back in
-the spec's variables, for comparison with a model state, using only the
-contract (shmref.contract): return values, `is_cached`, the ring's documented
-position attributes when present, and the segment's bytes (shmref.observe).
+spec's action names and take the spec's arguments in units, so that a TLC
+trace step, a Hypothesis rule and a hand-written story all become the same
+call. A unit is 16 bytes (DESIGN.md) unless the serde's framing does not fit
+in one: then it is the smallest multiple of 16 bytes that holds the chunk
+header, the count and the serde's smallest object (`unit_for`), so that
+every chunk size of the model can be filled exactly by any serde.
+
+`observe()` reads the implementation back in the spec's variables through
+what the API shows (return values, `is_cached`, the ring's documented
+position attributes when present), as black-box checkers judge a store from
+its history: a store with another byte layout is judged like the seed.
+Read counts are observed only when the store declares how to read them
+(the optional hook `shmref_read_count`, shmref.contract) or when the caller
+claims the seed's layout (`layout=True`: the segment's bytes, shmref.observe).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import hmac
+import inspect
 import multiprocessing as mp
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -23,13 +33,12 @@ from types import ModuleType
 from typing import Any, cast
 
 from shmref import splitread
-from shmref.contract import MissingCapability, has
-from shmref.layoutprobe import seed_counts
+from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
 from shmref.observe import Segment
 from shmref.readers import ReaderProcess
 from shmref.vocabulary import InjectedCopyFailure, classify, exception_named
 
-UNIT = 16  # bytes per model unit: twice the 8-byte chunk header
+UNIT = 16  # bytes per model unit (the smallest): twice the 8-byte chunk header
 MD_SIZE = 8
 FLAG_BYTES = 4
 FORGED_SIGNATURE = [0] * 32
@@ -142,14 +151,14 @@ def failable(inner: type) -> type:
     return FailableSerde
 
 
-def value_for(key: str, size: int, serde: Any) -> str | bytes:
+def value_for(key: str, size: int, serde: Any, unit: int = UNIT) -> str | bytes:
     """A value, recognisably `key`'s, whose serialized object fills a chunk
-    of `size` units exactly (object = 16*size - 8 bytes incl. the 4-byte
+    of `size` units exactly (object = unit*size - 8 bytes incl. the 4-byte
     count), measured with `serde` (any serde: its overhead is measured, and
     both str and bytes values are tried, so a jump in the overhead at some
     length does not leave a size unreachable). It starts with a 2-character
     tag of the key, so that even a 1-unit chunk's value tells keys apart."""
-    target = UNIT * size - MD_SIZE
+    target = unit * size - MD_SIZE
     digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
     tag = (
         "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36]
@@ -164,13 +173,40 @@ def value_for(key: str, size: int, serde: Any) -> str | bytes:
             total = FLAG_BYTES + md_bytes + data_bytes
             if total == target:
                 return value
-            if total < target - UNIT:
+            if total < target - unit:
                 break  # shorter values only get smaller
     raise ValueError(
         f"no str or bytes value of key {key!r} serializes to exactly "
         f"{target - FLAG_BYTES} bytes with {type(serde).__name__} "
-        f"(a {size}-unit chunk)"
+        f"(a {size}-unit chunk of {unit} bytes a unit)"
     )
+
+
+@functools.cache
+def unit_for(serde_class: type) -> int:
+    """The model's unit for a serde: the smallest multiple of 16 bytes in
+    which a 1-, 2- and 3-unit chunk can each be filled exactly (header,
+    count and the serde's framing of a key's value). 16 for msgpack."""
+    serde = serde_class()
+    for unit in range(UNIT, 64 * UNIT + 1, UNIT):
+        try:
+            for size in (1, 2, 3):
+                value_for("a", size, serde, unit)
+        except ValueError:
+            continue
+        return unit
+    raise ValueError(f"{serde_class.__name__} frames no value in 1024 bytes")
+
+
+def default_serde_class(impl: ModuleType) -> type | None:
+    """The storage constructor's default `serde_class` (contract: a keyword
+    with a default), or None if it has none that can be seen."""
+    try:
+        parameter = inspect.signature(impl.SingleWriterShmObjectStorage).parameters["serde_class"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    default = parameter.default
+    return default if isinstance(default, type) else None
 
 
 class Driver:
@@ -186,13 +222,24 @@ class Driver:
         max_obj: int | None = None,
         storage: bool = True,
         reader_processes: bool = False,
+        serde_class: type | None = None,
+        layout: bool = False,
     ) -> None:
+        """`serde_class`: passed to the storage (default: the storage's own);
+        the unit is scaled to it. `layout`: the caller claims the seed's
+        byte layout, so read counts may be read from the segment's bytes."""
         self.impl = impl
         self.n_units = n_units
+        self.serde_class = serde_class
+        measured = serde_class or (default_serde_class(impl) if storage else None)
+        self.unit = unit_for(measured) if measured is not None else UNIT
         self.resources = ExitStack()
-        self.ring = impl.SingleWriterShmRingBuffer(UNIT * n_units, create=True)
+        self.ring = impl.SingleWriterShmRingBuffer(self.unit * n_units, create=True)
         self.resources.callback(self.ring.close)
-        self.segment: Segment | None = None  # attached when counts are read from bytes
+        self.segment: Segment | None = None
+        if layout:
+            self.segment = Segment(self.ring.handle())
+            self.resources.callback(self.segment.close)
         if id_max is not None:
             if not has(self.ring, "ID_MAX"):
                 self.close()
@@ -206,12 +253,21 @@ class Driver:
         # issued (key, address, id) -> its signature
         self.signatures: dict[tuple[Any, ...], list[int]] = {}
         if storage:
-            max_object_size = UNIT * (max_obj or n_units) - MD_SIZE
+            max_object_size = self.unit * (max_obj or n_units) - MD_SIZE
             # As vLLM builds them: the writer without a lock, the readers with one.
-            self.writer = impl.SingleWriterShmObjectStorage(max_object_size, n_readers, self.ring)
+            serde = {} if serde_class is None else {"serde_class": serde_class}
+            self.writer = impl.SingleWriterShmObjectStorage(
+                max_object_size, n_readers, self.ring, **serde
+            )
             self.reader_lock = mp.get_context("spawn").Lock()  # kept alive with the driver
             handle = copy.copy(self.writer.handle())
             self.serde = handle.serde_class()
+            if unit_for(handle.serde_class) != self.unit:
+                self.close()
+                raise ValueError(
+                    f"the storage's serde {handle.serde_class.__name__} needs "
+                    f"{unit_for(handle.serde_class)}-byte units: pass it as serde_class"
+                )
             handle.reader_lock = self.reader_lock
             self.handle = handle
             kind = RemoteReader if reader_processes else LocalReader
@@ -234,11 +290,11 @@ class Driver:
 
     def allocate_buf(self, size: int) -> Outcome:
         outcome = self._run(
-            "allocate_buf", lambda: self._units(self.ring.allocate_buf(UNIT * size - MD_SIZE))
+            "allocate_buf", lambda: self._units(self.ring.allocate_buf(self.unit * size - MD_SIZE))
         )
         if outcome.status == "ok":
             self.marked.discard(outcome.result[1])  # a new chunk is not free yet
-            self.chunks[outcome.result[1]] = UNIT * outcome.result[0]  # bytes, as placed
+            self.chunks[outcome.result[1]] = self.unit * outcome.result[0]  # bytes, as placed
         return outcome
 
     def mark_free(self, id: int) -> Outcome:
@@ -247,7 +303,7 @@ class Driver:
 
     def free_buf(self, nbytes: int) -> Outcome:
         def free() -> list[int]:
-            freed = list(self.ring.free_buf(lambda i, _buf: i in self.marked, UNIT * nbytes))
+            freed = list(self.ring.free_buf(lambda i, _buf: i in self.marked, self.unit * nbytes))
             self.marked.difference_update(freed)
             for i in freed:
                 self.chunks.pop(i, None)
@@ -258,7 +314,7 @@ class Driver:
     # -- writer actions (spec/ShmObjectStorage.tla) ------------------------------
 
     def put(self, key: str, size: int) -> Outcome:
-        value = value_for(key, size, self.serde)
+        value = value_for(key, size, self.serde, self.unit)
         if self.value_keys.get(value, key) != key:
             raise ValueError(f"keys {key!r} and {self.value_keys[value]!r} get the same value")
         returned: list[tuple[int, int]] = []
@@ -300,7 +356,9 @@ class Driver:
         """The writer reads one of its objects (`get` without a signature; the
         writer has no lock, as in vLLM, so the read is not counted)."""
         key, address, monotonic_id = handle
-        outcome = self._run("writer_get", lambda: self.writer.get(UNIT * address, monotonic_id))
+        outcome = self._run(
+            "writer_get", lambda: self.writer.get(self.unit * address, monotonic_id)
+        )
         if outcome.status == "ok":
             return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
         return outcome
@@ -314,7 +372,7 @@ class Driver:
         signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
         return self._run(
             "reader_touch",
-            lambda: self.readers[reader].touch(key, UNIT * address, monotonic_id, signature),
+            lambda: self.readers[reader].touch(key, self.unit * address, monotonic_id, signature),
         )
 
     def get_begin_foreign(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
@@ -324,13 +382,13 @@ class Driver:
         key, address, monotonic_id = handle
         payload = (
             hashlib.sha256(key.encode()).digest()
-            + (UNIT * address).to_bytes(8, "little")
+            + (self.unit * address).to_bytes(8, "little")
             + monotonic_id.to_bytes(4, "little")
         )
         signature = list(hmac.new(FOREIGN_SECRET, payload, hashlib.sha256).digest())
         return self._run(
             "get_begin_foreign",
-            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key),
+            lambda: self.readers[reader].begin(self.unit * address, monotonic_id, signature, key),
         )
 
     # -- reader actions: a read in three steps -----------------------------------
@@ -342,7 +400,7 @@ class Driver:
         signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
         return self._run(
             "get_begin",
-            lambda: self.readers[reader].begin(UNIT * address, monotonic_id, signature, key),
+            lambda: self.readers[reader].begin(self.unit * address, monotonic_id, signature, key),
         )
 
     def get_copy(self, reader: int, fail: bool = False) -> Outcome:
@@ -361,16 +419,16 @@ class Driver:
     # -- observation -------------------------------------------------------------
 
     def observe(self) -> dict[str, Any]:
-        """The implementation's state in the spec's variables and units, from
-        the contract only: the ring's documented position attributes (if it
+        """The implementation's state in the spec's variables and units,
+        through the API: the ring's documented position attributes (if it
         has them), which keys `is_cached` (at the address and id that put or
-        get_cached returned), and the read counts in the segment's bytes
-        where they are the seed's (shmref.layoutprobe; else no counts)."""
+        get_cached returned), and, only if declared or claimed (module
+        docstring), the read counts."""
         ring = self.ring
         state: dict[str, Any] = {}
         for name in ("data_buffer_start", "data_buffer_end"):
             if has(ring, name):
-                state[name] = _scaled(getattr(ring, name))
+                state[name] = self._scaled(getattr(ring, name))
         for name in ("monotonic_id_start", "monotonic_id_end"):
             if has(ring, name):
                 state[name] = getattr(ring, name)
@@ -379,26 +437,37 @@ class Driver:
             live = dict(self.chunks)
         else:
             placed = {k: p for k, p in self.placed.items() if writer.is_cached(k)}
-            state["key_index"] = {k: (_scaled(a), i) for k, (a, i) in placed.items()}
+            state["key_index"] = {k: (self._scaled(a), i) for k, (a, i) in placed.items()}
             live = {i: a for a, i in placed.values()}
-        state["metadata"] = {i: _scaled(a) for i, a in live.items()}
-        if writer is not None and seed_counts(self.impl):  # else: counts through the API
-            if self.segment is None:
-                self.segment = Segment(self.ring.handle())
-                self.resources.callback(self.segment.close)
-            state["counts"] = {i: self.segment.count(a) for i, a in live.items()}
+        state["metadata"] = {i: self._scaled(a) for i, a in live.items()}
+        count = self.count_reader()
+        if writer is not None and count is not None:
+            state["counts"] = {i: count(a) for i, a in live.items()}
         return state
+
+    def count_reader(self) -> Callable[[int], int] | None:
+        """How to read the count of the chunk at a byte address: the store's
+        declared hook, else the seed's layout if claimed, else None."""
+        hook = getattr(self.writer, READ_COUNT_HOOK, None)
+        if callable(hook):
+            return lambda address: int(hook(address))
+        return self.segment.count if self.segment is not None else None
 
     # -- helpers -----------------------------------------------------------------
 
     def _issue(self, key: str, placed: tuple[int, int]) -> None:
         self.placed[key] = placed
-        handle = (key, _scaled(placed[0]), placed[1])
+        handle = (key, self._scaled(placed[0]), placed[1])
         self.signatures[handle] = self.writer.get_signature(key)
 
     def _units(self, pair: tuple[int, int]) -> tuple[int, int]:
         address, monotonic_id = pair
-        return _scaled(address), monotonic_id
+        return self._scaled(address), monotonic_id
+
+    def _scaled(self, byte_address: int) -> int:
+        if byte_address % self.unit:
+            raise ValueError(f"address {byte_address} is not a whole number of units")
+        return byte_address // self.unit
 
     @staticmethod
     def _run(action: str, step: Callable[[], Any]) -> Outcome:
@@ -414,9 +483,3 @@ def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:
     """Record a returned (address, id) before it is scaled (which may fail)."""
     into.append((pair[0], pair[1]))
     return cast(tuple[int, int], pair)  # as returned: scaling checks it
-
-
-def _scaled(byte_address: int) -> int:
-    if byte_address % UNIT:
-        raise ValueError(f"address {byte_address} is not a whole number of units")
-    return byte_address // UNIT

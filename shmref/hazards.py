@@ -2,8 +2,8 @@
 implementation, watched for a wrong value, a misplaced count or a chunk
 pinned for ever.
 
-Where the driver observes read counts (from the segment's bytes, only where
-the implementation keeps them as the seed does: shmref.layoutprobe), a
+Where the driver observes read counts (the store's declared count reader,
+or the segment's bytes under a layout claim: shmref.driver), a
 misplaced count shows at the step it happens. Elsewhere counts are observed
 through the API alone, as a black-box checker judges a store from its
 history (shmref.apicounts): after the trace, each live chunk gets one read

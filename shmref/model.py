@@ -1,7 +1,11 @@
 """A pure model of the storage protocol, in units, for the state machine.
 
-It is the spec (spec/ShmObjectStorage.tla, refimpl's fixed protocol) written
-as plain Python: no shared memory, no bytes, just who owns which cell. The
+It is the spec (spec/ShmObjectStorage.tla) written as plain Python: no
+shared memory, no bytes, just who owns which cell. Like the spec's FIXED
+switch, a `Policy` says which of refimpl's fixes change outcomes: SEED (the
+seed's behaviour, the seed-compatible level), FIXED (refimpl's, hardened),
+and every mix of them (`POLICIES`, protocol-safe: any refusal policy, only
+safety judged). The
 Hypothesis state machine runs it beside the real implementation and demands
 the same outcome from every step and the same state after it.
 
@@ -13,10 +17,40 @@ visibly stale, torn or foreign.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from shmref.driver import Outcome
+from shmref.driver import MD_SIZE, UNIT, Outcome
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which of refimpl's fixes (FINDINGS.md) change what the API shows."""
+
+    id_limit: bool  # F1: MemoryError at ID_MAX - 1 live chunks (else ids collide)
+    recheck: bool  # F2: get_end re-checks the header (stale: no count); else counts at the cell
+    rotate: bool  # F4: clear() writes a new secret (earlier handles are rejected)
+    reclaim: bool  # F11: free target 2*(max_object_size + 8) - 1 bytes (else 2*max_object_size)
+
+    @property
+    def name(self) -> str:
+        if self == SEED:
+            return "seed"
+        if self == FIXED:
+            return "fixed"
+        return "+".join(f for f in ("id_limit", "recheck", "rotate", "reclaim") if getattr(self, f))
+
+
+SEED = Policy(False, False, False, False)
+FIXED = Policy(True, True, True, True)
+POLICIES = tuple(Policy(*flags) for flags in itertools.product((False, True), repeat=4))
+
+
+class IdCollision(Exception):
+    """The seed's allocator gave a live chunk's id to a new chunk (hazard H4,
+    FINDINGS #4): outside what a policy model follows."""
+
 
 Handle = tuple[str, int, int]  # (key, address, id), address in units
 
@@ -35,6 +69,8 @@ class StoreModel:
     n_readers: int
     id_max: int
     max_obj: int  # largest chunk, units
+    policy: Policy = FIXED
+    unit: int = UNIT  # bytes per unit (the driver's, scaled to the serde)
     data_buffer_start: int = 0
     data_buffer_end: int = 0
     monotonic_id_start: int = 0
@@ -48,6 +84,7 @@ class StoreModel:
     count: dict[int, int] = field(default_factory=dict)  # cell -> reader count field
     owner: dict[int, tuple[str, int]] = field(default_factory=dict)  # cell -> (key, put #)
     puts: int = 0
+    extent: dict[int, tuple[int, int]] = field(default_factory=dict)  # put # -> (cell, size)
     issued: set[Handle] = field(default_factory=set)
     inbox: list[Counter[Handle]] = field(default_factory=list)  # per reader: deliveries
     reads: list[ModelRead | None] = field(default_factory=list)
@@ -66,9 +103,12 @@ class StoreModel:
 
     def allocate(self, size: int) -> tuple[int, int] | None:
         address = self.place(size)
-        if address is None or len(self.metadata) >= self.id_max - 1:
+        at_limit = len(self.metadata) >= self.id_max - 1
+        if address is None or (at_limit and self.policy.id_limit):
             return None
         monotonic_id = self.monotonic_id_end
+        if monotonic_id in self.metadata:
+            raise IdCollision(f"id {monotonic_id} given to a new chunk while live")
         cell = address % self.n
         self.header[cell] = (monotonic_id, size)
         for inner in range(cell + 1, cell + size):
@@ -85,9 +125,10 @@ class StoreModel:
         return self.count[cell] >= self.writer_flag[monotonic_id] * self.n_readers
 
     def free(self, nbytes: int) -> list[int]:
+        """free_buf with a target of `nbytes` BYTES (whole units are freed)."""
         freed: list[int] = []
         freed_units = 0
-        while freed_units < nbytes and self.monotonic_id_start in self.metadata:
+        while freed_units * self.unit < nbytes and self.monotonic_id_start in self.metadata:
             oldest = self.monotonic_id_start
             if not self.is_free(oldest):
                 break
@@ -119,6 +160,7 @@ class StoreModel:
         cell = address % self.n
         self.count[cell] = 0
         self.puts += 1
+        self.extent[self.puts] = (cell, size)
         for inner in range(cell, cell + size):
             self.owner[inner] = (key, self.puts)
         self.writer_flag[monotonic_id] = 1
@@ -146,8 +188,12 @@ class StoreModel:
         return Outcome("ok")
 
     def free_unused(self) -> Outcome:
-        # refimpl's target 2*(max_object_size + 8) - 1 bytes = 2*max_obj units
-        for freed in self.free(2 * self.max_obj):
+        max_object_size = self.unit * self.max_obj - MD_SIZE
+        if self.policy.reclaim:  # refimpl (F11)
+            target = 2 * (max_object_size + MD_SIZE) - 1
+        else:  # the seed
+            target = 2 * max_object_size
+        for freed in self.free(target):
             del self.key_index[self.id_index.pop(freed)]
             del self.writer_flag[freed]
         return Outcome("ok")
@@ -160,7 +206,8 @@ class StoreModel:
         self.id_index.clear()
         self.writer_flag.clear()
         self.touched.clear()
-        self.issued.clear()  # F4: a new signing secret; pending handles are rejected
+        if self.policy.rotate:
+            self.issued.clear()  # F4: a new signing secret; pending handles are rejected
         return Outcome("ok")
 
     def writer_get(self, handle: Handle) -> Outcome:
@@ -213,15 +260,27 @@ class StoreModel:
         assert read is not None, f"get_copy of reader {reader} with no read in flight"
         cells = range(read.cell, read.cell + read.size)
         read.copied = frozenset(self.owner.get(cell, ("<garbage>", 0)) for cell in cells)
+        whole = len(read.copied) == 1 and (
+            self.extent.get(next(iter(read.copied))[1]) == (read.cell, read.size)
+        )
+        if not whole:  # parts of objects: the serde may decode them or raise
+            return Outcome("torn")
         return Outcome("ok")
 
     def get_end(self, reader: int) -> Outcome:
-        """Re-check the header (refimpl's fix), count, and return the copied key."""
+        """Re-check the header (F2), count, and return the copied key. The
+        seed counts at the cell it opened, whatever lives there now (a cell
+        inside another chunk's payload: that payload is corrupted)."""
         read, self.reads[reader] = self.reads[reader], None
         assert read is not None, f"get_end of reader {reader} with no read in flight"
-        if self.header.get(read.cell) != (read.handle[2], read.size):
-            return Outcome("stale")
-        self.count[read.cell] += 1
+        if self.policy.recheck:
+            if self.header.get(read.cell) != (read.handle[2], read.size):
+                return Outcome("stale")
+            self.count[read.cell] += 1
+        elif read.cell in self.header:
+            self.count[read.cell] += 1
+        else:
+            self.owner[read.cell] = ("<corrupt>", 0)
         keys = {key for key, _ in read.copied or ()}
         return Outcome("ok", keys.pop() if len(keys) == 1 else "<foreign>")
 

@@ -6,6 +6,11 @@ counts or chunk headers. It attaches the segment itself, by the name in
 tracker, so it never unlinks it), and decodes what the seed documents:
 `[32-byte secret][chunks]`, chunk `[4-byte id][4-byte size][object]`,
 object `[4-byte read count][...]`.
+
+Only a claim of the seed's layout licenses this reading (the seed-layout
+level, or `Driver(layout=True)`): the state machines, replay and trace
+validation otherwise judge through the API alone (shmref.driver), so that a
+store with another layout is judged on its behaviour.
 """
 
 from __future__ import annotations

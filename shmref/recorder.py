@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from shmref import vocabulary
-from shmref.driver import MD_SIZE, UNIT, Driver, Outcome
+from shmref.driver import MD_SIZE, Driver, Outcome
 from shmref.itf_schema import OBSERVABLE
 from shmref.tracecheck import (
     DEFAULT_SWITCHES,
@@ -69,9 +69,10 @@ class Recorder:
         writer = self.driver.writer
         if writer is None:
             raise ValueError("the recorder needs a storage driver (storage=True)")
-        max_obj, rest = divmod(writer.max_object_size + MD_SIZE, UNIT)
+        unit = self.driver.unit
+        max_obj, rest = divmod(writer.max_object_size + MD_SIZE, unit)
         if rest:
-            raise ValueError(f"max_object_size {writer.max_object_size} is not 16*k - 8")
+            raise ValueError(f"max_object_size {writer.max_object_size} is not {unit}*k - 8")
         constants = {
             "N": self.driver.n_units,
             "ID_MAX": int(self.driver.ring.ID_MAX),

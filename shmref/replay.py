@@ -5,7 +5,9 @@ its arguments and its outcome. The replayer calls the same-named `Driver`
 method with those arguments, on real shared memory sized by the model's
 constants, and after every step compares the implementation with the TLC
 state: ring start/end, id range, live chunks (id -> address), the writer's
-index, the reference counts in the segment, and what each read returned.
+index (`is_cached`), what each read returned, and the read counts only when
+the store declares how to read them or the seed's layout is claimed
+(`layout=True`): behaviour is judged through the API (shmref.driver).
 At the first divergence it stops and reports a step-by-step table with the
 ring drawn as the seed's docstring draws it.
 """
@@ -105,7 +107,9 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def draw_ring(observed: Mapping[str, Any], n_units: int, sizes: Mapping[int, int]) -> str:
+def draw_ring(
+    observed: Mapping[str, Any], n_units: int, sizes: Mapping[int, int], unit: int = UNIT
+) -> str:
     """The ring as the seed's docstring draws it, in bytes, with ^start/^end."""
     metadata = observed.get("metadata", {})
     by_cell = {address % n_units: (i, address) for i, address in metadata.items()}
@@ -115,7 +119,7 @@ def draw_ring(observed: Mapping[str, Any], n_units: int, sizes: Mapping[int, int
         if cell in by_cell:
             chunk_id, _address = by_cell[cell]
             size = max(sizes.get(cell, 1), 1)
-            text = f"[id:{chunk_id}|size:{UNIT * size}|data"
+            text = f"[id:{chunk_id}|size:{unit * size}|data"
             cells.append(text.ljust(12 * size - 1, ".") + "]")
             cell += size
         else:
@@ -125,15 +129,27 @@ def draw_ring(observed: Mapping[str, Any], n_units: int, sizes: Mapping[int, int
     marks = []
     for name in ("data_buffer_start", "data_buffer_end"):
         if name in observed:
-            marks.append(f"^{name.split('_')[-1]}({UNIT * observed[name]})")
+            marks.append(f"^{name.split('_')[-1]}({unit * observed[name]})")
     return "      " + line + "\n      " + "  ".join(marks)
 
 
 class Replayer:
     """Replays traces of one model (its .cfg gives the constants) on `impl`."""
 
-    def __init__(self, impl: ModuleType, cfg: Path, *, reader_processes: bool = False) -> None:
+    def __init__(
+        self,
+        impl: ModuleType,
+        cfg: Path,
+        *,
+        reader_processes: bool = False,
+        serde_class: type | None = None,
+        layout: bool = False,
+    ) -> None:
+        """`serde_class` and `layout` as for Driver: another serde scales the
+        unit; `layout` claims the seed's bytes (counts are then compared)."""
         self.impl = impl
+        self.serde_class = serde_class
+        self.layout = layout
         self.constants = read_constants(cfg)
         self.reader_processes = reader_processes
         c = self.constants
@@ -150,6 +166,8 @@ class Replayer:
             max_obj=c.get("MAX_OBJ"),
             storage=not self.ring_only,
             reader_processes=self.reader_processes,
+            serde_class=self.serde_class,
+            layout=self.layout,
         )
         if c.get("FIXED") is False and hasattr(driver.writer, "RECLAIM_EXTRA"):
             driver.writer.RECLAIM_EXTRA = 0  # a model of the seed: its reclaim target
@@ -179,7 +197,7 @@ class Replayer:
                         action.get("outcome", "ok"),
                         got,
                         problems,
-                        draw_ring(observed, self.constants["N"], sizes),
+                        draw_ring(observed, self.constants["N"], sizes, driver.unit),
                     )
                 )
                 if problems and stop_at_divergence:

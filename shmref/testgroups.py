@@ -145,19 +145,51 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
         quick=False,
     ),
     TestGroup(
-        PROTOCOL,
-        "test_stateful.py::test_store_machine",
-        "Hypothesis state machine beside the pure model",
+        SEED,
+        "test_stateful.py::test_store_machine[seed]",
+        "state machine beside the pure model: seed's policy, fixes allowed",
+    ),
+    TestGroup(
+        HARDENED,
+        "test_stateful.py::test_store_machine[fixed]",
+        "Hypothesis state machine beside the pure model: refimpl's policy",
     ),
     TestGroup(
         PROTOCOL,
-        "test_stateful.py::test_store_machine_from_tlc_traces",
-        "state machine seeded with TLC trace prefixes",
+        "test_stateful.py::test_store_machine[safety]",
+        "Hypothesis state machine beside the pure model: safety and liveness, either policy",
+    ),
+    TestGroup(
+        SEED,
+        "test_stateful.py::test_store_machine_from_tlc_traces[seed]",
+        "state machine seeded with TLC trace prefixes: seed's policy, fixes allowed",
+    ),
+    TestGroup(
+        HARDENED,
+        "test_stateful.py::test_store_machine_from_tlc_traces[fixed]",
+        "state machine seeded with TLC trace prefixes: refimpl's policy",
     ),
     TestGroup(
         PROTOCOL,
-        "test_stateful.py::test_store_machine_small_ids",
-        "state machine with ID_MAX 3 (ids wrap, live-id limit)",
+        "test_stateful.py::test_store_machine_from_tlc_traces[safety]",
+        "state machine seeded with TLC trace prefixes: safety and liveness, either policy",
+    ),
+    TestGroup(
+        SEED,
+        "test_stateful.py::test_store_machine_small_ids[seed]",
+        "state machine with ID_MAX 3 (ids wrap, live-id limit): seed's policy, fixes allowed",
+        quick=False,
+    ),
+    TestGroup(
+        HARDENED,
+        "test_stateful.py::test_store_machine_small_ids[fixed]",
+        "state machine with ID_MAX 3 (ids wrap, live-id limit): refimpl's policy",
+        quick=False,
+    ),
+    TestGroup(
+        PROTOCOL,
+        "test_stateful.py::test_store_machine_small_ids[safety]",
+        "state machine with ID_MAX 3 (ids wrap, live-id limit): safety and liveness, either policy",
         quick=False,
     ),
 )

@@ -1145,7 +1145,7 @@ def _double_read(mod: ModuleType) -> tuple[Any, dict[int, int]]:
     the count while reader 0 is mid-read; the chunk is reclaimed and reused."""
     from shmref.driver import Driver
 
-    with Driver(mod, 4, n_readers=2, id_max=5, max_obj=2) as story:
+    with Driver(mod, 4, n_readers=2, id_max=5, max_obj=2, layout=True) as story:
         k1 = ("k1", 0, 0)
         story.put("k1", 1)
         story.get_begin(0, k1), story.get_begin(1, k1)
@@ -1175,7 +1175,7 @@ def _never_read_delivery(mod: ModuleType) -> tuple[list[str], int]:
     while queued); every later object is read by both readers."""
     from shmref.driver import Driver
 
-    with Driver(mod, 4, n_readers=2, id_max=64, max_obj=2) as story:
+    with Driver(mod, 4, n_readers=2, id_max=64, max_obj=2, layout=True) as story:
         story.put("pinned", 1)
         story.get_begin(0, ("pinned", 0, 0)), story.get_copy(0), story.get_end(0)
         outcomes = []

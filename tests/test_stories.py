@@ -30,7 +30,7 @@ def test_double_read_returns_another_keys_value(seed):
     aggregate count reaches writer_count * n_readers while the other reader
     is still mid-read; the writer reclaims and reuses the chunk."""
     for impl in (seed, refimpl):
-        with Driver(impl, 4, n_readers=2, id_max=5, max_obj=2) as story:
+        with Driver(impl, 4, n_readers=2, id_max=5, max_obj=2, layout=True) as story:
             k1 = ("k1", 0, 0)
             assert story.put("k1", 1).result == (0, 0)
             story.get_begin(0, k1), story.get_begin(1, k1)
@@ -54,7 +54,7 @@ def test_clear_while_a_read_is_in_flight(seed):
     """MCClearInFlight: clear() (vLLM's reset_mm_cache) while a reader has
     passed the id check; the next put reuses address 0."""
     for impl in (seed, refimpl):
-        with Driver(impl, 2, n_readers=1, id_max=4, max_obj=2) as story:
+        with Driver(impl, 2, n_readers=1, id_max=4, max_obj=2, layout=True) as story:
             story.put("k1", 1)
             story.clear()
             begun = story.get_begin(0, ("k1", 0, 0))

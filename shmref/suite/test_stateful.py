@@ -1,6 +1,12 @@
 """The Hypothesis state machine (shmref.testing.machine) on the implementation
-under test, and proof that it catches injected bugs. What happens outside
-the protocol's assumptions is TLC's job (spec/) and the replay tests'."""
+under test, one per level, and proof that it catches injected bugs. What
+happens outside the protocol's assumptions is TLC's job (spec/) and the
+replay tests'.
+
+[seed] judges against the seed's policy with refimpl's fixes as allowed
+deviations (seed-compatible), [fixed] against refimpl's policy (hardened),
+[safety] against the spec's safety and liveness with either refusal policy
+accepted (protocol-safe); see shmref.testing.machine."""
 
 from __future__ import annotations
 
@@ -10,26 +16,33 @@ import pytest
 from hypothesis import Phase, settings
 
 from shmref.mutants import MUTATIONS, build_mutant
-from shmref.testing.machine import TraceSeededMachine, machine_for
+from shmref.testing.machine import LEVELS as MACHINE_LEVELS
+from shmref.testing.machine import TraceSeededMachine, level_overrides, machine_for
+
+LEVELS = sorted(MACHINE_LEVELS)
 
 
-def test_store_machine(impl):
-    machine_for(impl).TestCase().runTest()
+@pytest.mark.parametrize("level", LEVELS)
+def test_store_machine(impl, level):
+    machine_for(impl, **level_overrides(level)).TestCase().runTest()
 
 
 @pytest.mark.tlc
-def test_store_machine_from_tlc_traces(impl):
-    machine_for(impl, TraceSeededMachine).TestCase().runTest()
+@pytest.mark.parametrize("level", LEVELS)
+def test_store_machine_from_tlc_traces(impl, level):
+    machine_for(impl, TraceSeededMachine, **level_overrides(level)).TestCase().runTest()
 
 
-def test_store_machine_small_ids(impl):
+@pytest.mark.parametrize("level", LEVELS)
+def test_store_machine_small_ids(impl, level):
     """ID_MAX 3: ids wrap every few puts and the live-id limit bites."""
-    machine_for(impl, ID_MAX=3, N=10).TestCase().runTest()
+    machine_for(impl, ID_MAX=3, N=10, **level_overrides(level)).TestCase().runTest()
 
 
 def test_store_machine_reader_processes(impl):
-    """Readers in their own processes: the same rules over real cross-process memory."""
-    machine = machine_for(impl, reader_processes=True)
+    """Readers in their own processes: the same rules over real cross-process
+    memory, judged for safety (protocol-safe)."""
+    machine = machine_for(impl, reader_processes=True, **level_overrides("safety"))
     machine.TestCase.settings = settings(
         machine.TestCase.settings, max_examples=8, stateful_step_count=30
     )
@@ -91,10 +104,11 @@ def counting_touch_impl() -> ModuleType:
 
 def test_state_machine_catches_a_reader_touch_that_counts(is_refimpl):
     """The reader_touch rule is not decoration: a touch that counts a read is
-    caught by the count comparison with the model."""
+    caught by the count comparison with the model (counts read through the
+    seed's layout, which refimpl claims)."""
     if not is_refimpl:
         pytest.skip("a variant of refimpl")
-    machine = machine_for(counting_touch_impl())
+    machine = machine_for(counting_touch_impl(), observe_layout=True)
     machine.TestCase.settings = settings(
         machine.TestCase.settings, phases=[Phase.explicit, Phase.generate]
     )

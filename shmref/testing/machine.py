@@ -9,12 +9,29 @@ delivery is read once by each reader; A2: no clear while a read is in
 flight, except the `clear_during_reads` rule, whose reads must end with
 their own value or be refused).
 
+Each level is judged by its own rule (`LEVELS`): the machine keeps every
+model of `policies` (shmref.model) that agrees with what the store showed
+so far, and fails on a step that none explains. seed-compatible: the seed's
+policy, where each of refimpl's fixes is an allowed deviation (so the seed
+and refimpl pass; a defect matches no policy), and the seed's hazards are
+its behaviour. hardened: refimpl's policy alone. protocol-safe: any policy,
+and the machine asserts the spec's safety and liveness itself
+(`judge_safety`): no read returns another key's or a torn value, no put
+reuses a live chunk's id, and once every delivery is read, everything can
+be reclaimed and an object that fits can be put.
+
+The machines judge through the API only (shmref.driver.observe): counts
+are compared only when the store declares how to read them or the caller
+claims the seed's layout (`observe_layout`), so a store with another layout
+or serde is judged on its behaviour.
+
     from shmref.testing import machine_for
-    TestMyStore = machine_for(my_module).TestCase
+    TestMyStore = machine_for(my_module, policies=SAFETY).TestCase
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from types import ModuleType
 from typing import Any
@@ -31,19 +48,38 @@ from hypothesis.stateful import (
 from shmref import tlc, vocabulary
 from shmref.corpus import simulation_corpus
 from shmref.driver import Driver, Outcome
-from shmref.model import StoreModel
+from shmref.model import FIXED, POLICIES, IdCollision, Policy, StoreModel
 from shmref.paths import SPEC_DIR
 from shmref.replay import read_constants, step_call
 
 KEYS = ("a", "b", "c", "d", "e")
+SAFETY = POLICIES  # every mix of the seed's and refimpl's refusal policies
+# level parameter -> (policies, judge_safety)
+LEVELS: dict[str, tuple[tuple[Policy, ...], bool]] = {
+    "seed": (POLICIES, False),
+    "fixed": ((FIXED,), True),
+    "safety": (SAFETY, True),
+}
+LEVEL_POLICIES = {level: policies for level, (policies, _) in LEVELS.items()}
+
+
+def level_overrides(level: str) -> dict[str, Any]:
+    """machine_for's overrides that judge `level` ("seed", "fixed", "safety")."""
+    policies, judge_safety = LEVELS[level]
+    return {"policies": policies, "judge_safety": judge_safety}
 
 
 class StoreMachine(RuleBasedStateMachine):
-    """One writer, R readers, a ring of N units (1 unit = 16 bytes)."""
+    """One writer, R readers, a ring of N units (16 bytes, or more for a
+    serde whose framing needs more: shmref.driver.unit_for)."""
 
     impl: ModuleType
     N, R, ID_MAX, MAX_OBJ = 8, 2, 5, 3
     reader_processes = False
+    policies: tuple[Policy, ...] = (FIXED,)
+    judge_safety = True  # assert safety itself (False: the seed's hazards are behaviour)
+    serde_class: type | None = None  # the storage's own when None
+    observe_layout = False  # the caller claims the seed's layout: counts from bytes
 
     def __init__(self) -> None:
         super().__init__()
@@ -54,30 +90,89 @@ class StoreMachine(RuleBasedStateMachine):
             id_max=self.ID_MAX,
             max_obj=self.MAX_OBJ,
             reader_processes=self.reader_processes,
+            serde_class=self.serde_class,
+            layout=self.observe_layout,
         )
-        self.model = StoreModel(self.N, self.R, self.ID_MAX, self.MAX_OBJ)
+        self.models = [
+            StoreModel(self.N, self.R, self.ID_MAX, self.MAX_OBJ, p, self.driver.unit)
+            for p in self.policies
+        ]
+
+    @property
+    def model(self) -> StoreModel:
+        """The first model still in agreement (they share inboxes and reads)."""
+        return self.models[0]
+
+    @property
+    def safety(self) -> bool:
+        """Judge safety itself (a foreign read fails even if a model predicts it)."""
+        return self.judge_safety
 
     def teardown(self) -> None:
         self.driver.close()
 
+    def take(self, reader: int, handle: Any) -> None:
+        """The reader takes one delivery of `handle` from its inbox."""
+        for model in self.models:
+            model.inbox[reader][handle] -= 1
+
     def step(self, name: str, *args: Any) -> Outcome:
         """Action `name` (shmref.vocabulary) on the implementation and on the
-        model, which must agree on its outcome (and result, when the model
-        knows it)."""
+        models; those whose outcome (and result, when known) differs are
+        dropped, and none left is a failure."""
         method = vocabulary.action(name).driver
         assert method is not None, f"{name} calls nothing"
         real: Outcome = getattr(self.driver, method)(*args)
-        expected = getattr(self.model, name)(*args)
-        same = real.status == expected.status and (
-            expected.result is None or real.result == expected.result
-        )
-        assert same, f"{name}{args}: implementation gave {real}, model expects {expected}"
+        kept, seen = [], []
+        for model in self.models:
+            try:
+                expected = getattr(model, name)(*args)
+            except IdCollision as exc:
+                seen.append(f"{model.policy.name}: {exc}")
+                continue
+            if expected.status == "torn" and real.status != "ok":
+                model.reads[args[0]] = None  # the copy raised: the read is over, uncounted
+                kept.append(model)
+            elif real.status in (expected.status, "ok" if expected.status == "torn" else "") and (
+                expected.result is None or real.result == expected.result
+            ):
+                kept.append(model)
+            seen.append(f"{model.policy.name} expects {expected}")
+        assert kept, f"{name}{args}: implementation gave {real}, model " + "; ".join(seen)
+        self.models = kept
+        if name == "get_copy" and real.status != "ok":
+            self.driver.readers[args[0]].abandon()
         return real
+
+    def read(self, reader: int, handle: Any) -> None:
+        """A whole read of a delivery taken from the inbox: begin, copy, end
+        (no end if the copy of a torn object raised)."""
+        self.take(reader, handle)
+        if self.step("get_begin", reader, handle).status == "ok":
+            self.step("get_copy", reader)
+            if self.model.reads[reader] is not None:
+                self.check_read(handle, self.step("get_end", reader))
+
+    def collides(self, key: str, size: int) -> bool:
+        """Would this put give a live chunk's id in the seed's model? (Not
+        modelled: hazard H4, judged by TLC and the hazard replays.)"""
+        for model in self.models:
+            if model.policy.id_limit:
+                continue
+            try:
+                copy.deepcopy(model).put(key, size)
+            except IdCollision:
+                return True
+        return False
 
     # -- writer ------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS), size=st.integers(1, 4))
     def put(self, key: str, size: int) -> None:
+        """Unless safety is judged, a put that would collide ids in a seed
+        model is not taken; when it is judged, a store that collides fails."""
+        if not self.safety and self.collides(key, size):
+            return
         self.step("put", key, size)
 
     @precondition(lambda self: self.model.key_index)
@@ -125,7 +220,7 @@ class StoreMachine(RuleBasedStateMachine):
     def get_begin(self, data: st.DataObject) -> None:
         reader = data.draw(st.sampled_from(self.idle_with_mail()))
         handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
-        self.model.inbox[reader][handle] -= 1
+        self.take(reader, handle)
         self.step("get_begin", reader, handle)
 
     @precondition(lambda self: self.idle_with_mail())
@@ -133,11 +228,7 @@ class StoreMachine(RuleBasedStateMachine):
     def get(self, data: st.DataObject) -> None:
         """A whole read at once, as `storage.get` does it: begin, copy, end."""
         reader = data.draw(st.sampled_from(self.idle_with_mail()))
-        handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
-        self.model.inbox[reader][handle] -= 1
-        if self.step("get_begin", reader, handle).status == "ok":
-            self.step("get_copy", reader)
-            assert self.step("get_end", reader).result != "<foreign>"
+        self.read(reader, data.draw(st.sampled_from(sorted(+self.model.inbox[reader]))))
 
     @precondition(lambda self: self.idle_with_mail())
     @rule()
@@ -147,11 +238,34 @@ class StoreMachine(RuleBasedStateMachine):
         for reader in self.idle_with_mail():
             inbox = self.model.inbox[reader]
             for handle in sorted(+inbox, key=lambda h: h[2]):
-                for _ in range(inbox[handle]):
-                    inbox[handle] -= 1
-                    if self.step("get_begin", reader, handle).status == "ok":
-                        self.step("get_copy", reader)
-                        assert self.step("get_end", reader).result != "<foreign>"
+                for _ in range(self.model.inbox[reader][handle]):
+                    self.read(reader, handle)
+
+    def check_read(self, handle: Any, outcome: Outcome) -> None:
+        """Safety: a read that succeeds returns the handle's key's value."""
+        if self.safety and outcome.status == "ok":
+            assert outcome.result == handle[0], (
+                f"read of {handle} returned {outcome.result}'s value (a wrong or torn read)"
+            )
+
+    @precondition(lambda self: not self.model.in_flight() and not any(+i for i in self.model.inbox))
+    @rule(roll=st.integers(0, 3))
+    def reclaim_all(self, roll: int) -> None:
+        """Liveness (one time in four): with every delivery read and no read
+        in flight, touches released and free_unused called often enough,
+        nothing stays cached, and an object of the largest size can be put."""
+        if roll:
+            return
+        self.step("release_touches")
+        for _ in range(self.N):
+            self.step("free_unused")
+        pinned = sorted(k for k in self.driver.placed if self.driver.writer.is_cached(k))
+        assert not pinned, f"space never reclaimed: {pinned} cached after every read ended"
+        if self.safety:
+            key = KEYS[0]
+            if not self.collides(key, self.MAX_OBJ):
+                outcome = self.step("put", key, self.MAX_OBJ)
+                assert outcome.status == "ok", f"put into an empty store: {outcome}"
 
     @precondition(lambda self: self.model.issued)
     @rule(data=st.data(), reader=st.integers(0, 1))
@@ -167,7 +281,8 @@ class StoreMachine(RuleBasedStateMachine):
         """The writer reads one of its objects (no count, as in the seed)."""
         handle = data.draw(st.sampled_from(sorted(self.model.issued)))
         result = self.step("writer_get", handle)
-        assert result.result != "<foreign>"
+        if self.safety and result.status == "ok":
+            assert result.result == handle[0], f"writer_get{handle} gave {result.result}'s value"
 
     @precondition(lambda self: self.model.issued and any(r is None for r in self.model.reads))
     @rule(data=st.data())
@@ -207,29 +322,41 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def get_end(self, data: st.DataObject) -> None:
         done = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied]
-        result = self.step("get_end", data.draw(st.sampled_from(done)))
-        assert result.result != "<foreign>"
+        reader = data.draw(st.sampled_from(done))
+        read = self.model.reads[reader]
+        assert read is not None
+        self.check_read(read.handle, self.step("get_end", reader))
 
     # -- invariants --------------------------------------------------------------
 
     @invariant()
     def implementation_state_matches_model(self) -> None:
+        """What the API shows (shmref.driver.observe) equals some model's state."""
         real = self.driver.observe()
-        model = self.model
-        expected = {
-            "data_buffer_start": model.data_buffer_start,
-            "data_buffer_end": model.data_buffer_end,
-            "monotonic_id_start": model.monotonic_id_start,
-            "monotonic_id_end": model.monotonic_id_end,
-            "metadata": model.metadata,
-            "counts": model.counts(),
-            "key_index": model.key_index,
-            "writer_flag": model.writer_flag,
-            "touched": model.touched,
-        }
-        for name, value in expected.items():
-            if name in real:  # an implementation may lack internals
-                assert real[name] == value, f"{name}: implementation {real[name]}, model {value}"
+        kept, problems = [], []
+        for model in self.models:
+            expected = {
+                "data_buffer_start": model.data_buffer_start,
+                "data_buffer_end": model.data_buffer_end,
+                "monotonic_id_start": model.monotonic_id_start,
+                "monotonic_id_end": model.monotonic_id_end,
+                "metadata": model.metadata,
+                "counts": model.counts(),
+                "key_index": model.key_index,
+                "writer_flag": model.writer_flag,
+                "touched": model.touched,
+            }
+            wrong = [
+                f"{name}: implementation {real[name]}, model {value}"
+                for name, value in expected.items()
+                if name in real and real[name] != value  # an implementation may lack internals
+            ]
+            if wrong:
+                problems.append(f"{model.policy.name}: " + "; ".join(wrong))
+            else:
+                kept.append(model)
+        assert kept, " | ".join(problems)
+        self.models = kept
 
     @invariant()
     def live_chunks_are_disjoint_fifo_and_in_range(self) -> None:
@@ -276,7 +403,7 @@ class TraceSeededMachine(StoreMachine):
             name = state.vars["last_action"]["name"]
             if name == "get_begin":
                 reader, handle = args
-                self.model.inbox[reader][handle] -= 1  # the trace reads a delivery
+                self.take(reader, handle)  # the trace reads a delivery
             self.step(name, *args)
 
 
@@ -289,6 +416,7 @@ def machine_for(
     impl: ModuleType, base: type[StoreMachine] = StoreMachine, **overrides: Any
 ) -> type[StoreMachine]:
     """`base` bound to `impl` (and class attributes such as N, R, ID_MAX,
-    MAX_OBJ overridden); its `.TestCase` is a unittest/pytest test case."""
+    MAX_OBJ, policies, serde_class, observe_layout overridden); its
+    `.TestCase` is a unittest/pytest test case."""
     machine: type[StoreMachine] = type("Machine", (base,), {"impl": impl, **overrides})
     return machine
