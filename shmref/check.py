@@ -8,12 +8,19 @@ come out "ok"; a hazard model must FAIL on the named invariant (or, for
 liveness models, on its temporal property).  The run exits 0 only if every
 model did what the manifest says.
 
-    python -m shmref.check                 # every model (< 10 min on 2 cores)
+    python -m shmref.check                 # every model
     python -m shmref.check --quick         # small models only (tests)
     python -m shmref.check --only MCRing   # one model (repeatable)
     python -m shmref.check --spec-dir DIR  # e.g. a deliberately broken copy
     python -m shmref.check --record        # also rewrite the measured columns
                                            # and spec/README.md's models table
+    python -m shmref.check --jobs 1        # one model at a time, all workers each
+
+Small models are bound by the JVM start and SANY's parse (one thread), so
+`--jobs` (default: the number of cores) models run at once, each TLC with
+`--workers` threads (default: cores // jobs), the longest (by the
+manifest's measured time) first; results print as models finish and the
+last line gives the wall-clock time.
 
 The raw `-tool` output of each run goes to `<out>/<model>.out` (default
 `build/tlc/`); the replayer reads the counterexamples from there.
@@ -27,6 +34,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,6 +213,30 @@ def _record(manifest: Manifest, results: Sequence[Result]) -> None:
     print(f"check: recorded {len(runs)} model(s) in {manifest.path.name} and README.md", flush=True)
 
 
+def run_models(
+    models: Sequence[Model],
+    spec_dir: Path,
+    out_dir: Path,
+    jobs: int,
+    workers: int | None,
+    timeout: float | None,
+) -> list[Result]:
+    """Every model, `jobs` at a time (longest first); results in manifest order."""
+    jobs = max(1, jobs)
+    per_model = workers or max(1, (os.cpu_count() or 1) // jobs)
+    order = sorted(models, key=lambda m: -(m.measured.seconds or 0.0))
+    done: dict[str, Result] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [
+            pool.submit(check_model, m, spec_dir, out_dir, per_model, timeout) for m in order
+        ]
+        for future in as_completed(futures):
+            res = future.result()
+            print_result(res)
+            done[res.model.name] = res
+    return [done[m.name] for m in models]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shmref.check",
@@ -227,7 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=OUT_DIR,
         help="folder for the raw TLC output (default: build/tlc/)",
     )
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="models run at once (default: cores)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="TLC workers per model (default: cores // jobs)"
+    )
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds per model before giving up"
     )
@@ -257,12 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"TLC models in {spec_dir} ({len(models)}), raw output in {out_dir}", flush=True)
     print(_row(HEADER, WIDTHS), flush=True)
-    results: list[Result] = []
     t0 = time.monotonic()
-    for model in models:
-        res = check_model(model, spec_dir, out_dir, args.workers, args.timeout)
-        print_result(res)
-        results.append(res)
+    results = run_models(models, spec_dir, out_dir, args.jobs, args.workers, args.timeout)
     bad = [r for r in results if not r.good]
     total = time.monotonic() - t0
     if args.record:
