@@ -145,7 +145,8 @@ def _row(
 _READ = "StorageReader.tla"
 # fmt: off
 ACTIONS: tuple[Action, ...] = (
-    _row("init", "environment", "RingBuffer.tla StorageState.tla", "", "", "ok",
+    _row("init", "environment",
+         "RingBuffer.tla StorageState.tla IndRing.tla IndStorage.tla", "", "", "ok",
          "the initial state (first state of every trace)", calls=False),
     _row("allocate_buf", "ring", "RingBuffer.tla", "size", "", "ok MemoryError",
          "`ring.allocate_buf(16*size - 8)`", places=True, allocates=True),
