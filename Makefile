@@ -31,13 +31,14 @@ check-sim: setup
 # make test: everything but the `slow` tests, on 2 workers (under 5 minutes on
 # 2 cores); the conformance CLI runs share one worker (xdist_group), hence
 # --dist loadgroup. make test-slow: the `slow` ones (CLI end to end, full fuzz,
-# every quick TLC model, CrossHair's long runs). -m "not tlc": no Java needed.
+# every quick TLC model, CrossHair's long runs; each bounded at 30 min, not the
+# plugin's 10: some run the oracle on a store end to end). -m "not tlc": no Java.
 PYTEST_WORKERS ?= 2
 test: setup lint
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow"
 
 test-slow: setup
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow --shmref-test-timeout 1800
 
 # make ci: what CI runs (.ci/run): the tests, the slow tier, then the installed
 # wheel judged from an empty folder.

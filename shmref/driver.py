@@ -156,7 +156,8 @@ def value_for(key: str, size: int, serde: Any, unit: int = UNIT) -> str | bytes:
     of `size` units exactly (object = unit*size - 8 bytes incl. the 4-byte
     count), measured with `serde` (any serde: its overhead is measured, and
     both str and bytes values are tried, so a jump in the overhead at some
-    length does not leave a size unreachable). It starts with a 2-character
+    length does not leave a size unreachable; a kind the serde refuses is
+    skipped). It starts with a 2-character
     tag of the key, so that even a 1-unit chunk's value tells keys apart."""
     target = unit * size - MD_SIZE
     digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
@@ -169,7 +170,10 @@ def value_for(key: str, size: int, serde: Any, unit: int = UNIT) -> str | bytes:
         for length in range(target, -1, -1):
             text = (pattern * (length // len(pattern) + 1))[:length]
             value: str | bytes = text if kind is str else text.encode()
-            _data, data_bytes, _md, md_bytes = serde.serialize(value)
+            try:
+                _data, data_bytes, _md, md_bytes = serde.serialize(value)
+            except Exception:  # noqa: BLE001 - a serde may refuse a kind (JSON: bytes)
+                break
             total = FLAG_BYTES + md_bytes + data_bytes
             if total == target:
                 return value

@@ -216,7 +216,9 @@ class TestCli:
             "test_layout.py::test_same_results_as_seed",
             "hazard MCDoubleRead",
             "trace validation",
-            "test_stateful.py::test_store_machine",
+            "test_stateful.py::test_store_machine[seed]",
+            "test_stateful.py::test_store_machine[fixed]",
+            "test_stateful.py::test_store_machine[safety]",
             "replay MCStorage",
         } <= set(checks)
         assert all(c["seed"] for c in checks.values()), "every property carries the seed's result"

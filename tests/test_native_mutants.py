@@ -3,16 +3,13 @@ deliberate defect compiled from the same C source, each caught.
 
 The slow test runs the oracle's quick run (`python -m shmref.conformance
 --impl native_mutants.<name> --quick`) on the store and on each mutant and
-counts as a kill only a property that fails on the mutant and passes on the
-store itself. Today's oracle reads counts, headers and the secret at the
-seed's byte offsets (shmref/observe.py), which native_store's own layout
-does not have, so those properties fail on the store too and cannot kill
-anything here: `LAYOUT_READING` lists them (the store's report says why).
+counts as a kill only a property of a level the store claims (every level
+but seed-layout: its bytes are its own) that fails on the mutant and passes
+on the store itself. The store fails nothing outside seed-layout.
 
 Two defects are shown directly as well, quickly: the unchecked address
-kills its process with SIGSEGV (today's oracle would die with it), and the
-racy count loses concurrent readers' increments (today the oracle's only
-concurrent-count property reads the count's bytes at the seed's offset).
+kills its process with SIGSEGV, and the racy count loses concurrent
+readers' increments.
 """
 
 from __future__ import annotations
@@ -34,24 +31,8 @@ NATIVE_DIR = REPO / "examples" / "native_store"
 ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{NATIVE_DIR}"}
 PASSING = {"pass", "skip", "assumption"}
 
-# Fail on native_store itself with today's oracle: each reads the segment at
-# the seed's offsets (the secret at byte 0, a chunk's [id][size] at 32 +
-# address, its count 8 bytes further), or mixes the seed's code into one
-# segment with it.
-LAYOUT_READING = {
-    "test_ring.py::test_secret_is_random_and_at_segment_start",
-    "test_storage.py::test_object_layout_in_segment",
-    "test_storage.py::test_signatures_interoperate_across_instances",
-    "test_storage.py::test_concurrent_reader_threads_count_exactly",
-    "test_layout.py::test_same_segment_bytes_as_seed",
-    "test_layout.py::test_seed_writer_impl_readers",
-    "test_layout.py::test_impl_writer_seed_readers",
-    "test_layout.py::test_mixed_readers_on_one_segment",
-    "replay MCStorage",
-    "test_stateful.py::test_store_machine",
-    "test_stateful.py::test_store_machine_from_tlc_traces",
-    "test_stateful.py::test_store_machine_small_ids",  # the full run's
-}
+# The level native_store does not claim (its own byte layout).
+UNCLAIMED = "seed-layout"
 
 # mutant -> the layout-independent properties seen to kill it (at least one
 # must), from `make native-mutants` and the oracle's quick run.
@@ -80,9 +61,10 @@ KILLED_BY: dict[str, set[str]] = {
         "test_storage.py::test_put_frees_oldest_when_full",
         "test_ring.py::TestBadInput::test_address_without_a_chunk",
     },
+    # increments lost between reader threads: seen through the API (what
+    # free_unused reclaims), with no byte read at the seed's offsets
+    "racy_count": {"test_storage.py::test_concurrent_reader_threads_count_exactly"},
 }
-# Killed today only through a layout-reading property (see the module docstring).
-LAYOUT_ONLY = {"racy_count"}
 
 
 def build_all() -> None:
@@ -97,7 +79,7 @@ def build_all() -> None:
 
 
 def failing(module: str, out: Path) -> dict[str, str]:
-    """The oracle's quick run on `module`: failing property -> its status."""
+    """The oracle's quick run on `module`: failing property -> its level."""
     subprocess.run(
         [
             sys.executable,
@@ -117,8 +99,8 @@ def failing(module: str, out: Path) -> dict[str, str]:
     )
     report: dict[str, Any] = json.loads((out / "conformance.json").read_text())
     return {
-        check["name"]: check["status"]
-        for level in report["levels"].values()
+        check["name"]: name
+        for name, level in report["levels"].items()
         for check in level["checks"]
         if check["status"] not in PASSING
     }
@@ -131,21 +113,18 @@ def store_failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_the_store_fails_only_layout_reading_properties(store_failures: dict[str, str]) -> None:
-    assert set(store_failures) <= LAYOUT_READING, sorted(set(store_failures) - LAYOUT_READING)
+def test_the_store_fails_only_the_level_it_does_not_claim(store_failures: dict[str, str]) -> None:
+    assert set(store_failures.values()) <= {UNCLAIMED}, store_failures
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", sorted(set(KILLED_BY) | LAYOUT_ONLY))
+@pytest.mark.parametrize("mutant", sorted(KILLED_BY))
 def test_each_mutant_is_caught_by_the_oracle(
     mutant: str, store_failures: dict[str, str], tmp_path: Path
 ) -> None:
     found = failing(f"native_mutants.{mutant}", tmp_path)
-    kills = {name for name in found if name not in store_failures}
-    if mutant in LAYOUT_ONLY:
-        assert not kills, f"now killed without the layout: move {mutant} to KILLED_BY: {kills}"
-        assert "test_storage.py::test_concurrent_reader_threads_count_exactly" in found
-        return
+    kills = {name for name, level in found.items() if level != UNCLAIMED}
+    kills -= set(store_failures)
     assert kills, f"{mutant} survived the oracle (failures: {found})"
     assert kills & KILLED_BY[mutant], f"{mutant} killed by other properties: {kills}"
 

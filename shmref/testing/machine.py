@@ -165,12 +165,32 @@ class StoreMachine(RuleBasedStateMachine):
                 return True
         return False
 
+    def breaks_a3(self, key: str, size: int) -> bool:
+        """Would this put reissue the id of a handle a reader may still present?
+        The spec's A3 (StorageWriter.tla: put is not taken then; without A1
+        every issued handle is outstanding). Safety is judged under A3, as TLC
+        judges it (outstanding: issued, in an inbox, or being read, even
+        after a clear); beyond it is hazard H3 (MCIdWrap and its replay)."""
+        for model in self.models:
+            try:
+                outcome = copy.deepcopy(model).put(key, size)
+            except IdCollision:
+                continue
+            outstanding = set(model.issued).union(*model.inbox)
+            outstanding |= {read.handle for read in model.reads if read is not None}
+            if outcome.status == "ok" and outcome.result[1] in {h[2] for h in outstanding}:
+                return True
+        return False
+
     # -- writer ------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS), size=st.integers(1, 4))
     def put(self, key: str, size: int) -> None:
         """Unless safety is judged, a put that would collide ids in a seed
-        model is not taken; when it is judged, a store that collides fails."""
+        model is not taken; when it is judged, a store that collides fails,
+        and a put that would break A3 is not taken."""
+        if self.safety and self.breaks_a3(key, size):
+            return
         if not self.safety and self.collides(key, size):
             return
         self.step("put", key, size)
@@ -263,7 +283,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert not pinned, f"space never reclaimed: {pinned} cached after every read ended"
         if self.safety:
             key = KEYS[0]
-            if not self.collides(key, self.MAX_OBJ):
+            if not self.collides(key, self.MAX_OBJ) and not self.breaks_a3(key, self.MAX_OBJ):
                 outcome = self.step("put", key, self.MAX_OBJ)
                 assert outcome.status == "ok", f"put into an empty store: {outcome}"
 
