@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from shmref import itf, tlc
-from shmref.corpus import simulation_corpus
-from shmref.itf_schema import RING_VARS, STORAGE_VARS, ItfError
-from shmref.paths import SPEC_DIR
-from shmref.replay import Replayer, read_constants
-from shmref.seedbuild import build_seed_module
+from shmref import tlc
+from shmref.core.paths import SPEC_DIR
+from shmref.seed.build import build_seed_module
+from shmref.tlc.corpus import simulation_corpus
+from shmref.traces import itf
+from shmref.traces.itf_schema import RING_VARS, STORAGE_VARS, ItfError
+from shmref.traces.replay import Replayer, read_constants
 
 # one xdist worker builds the module's traces (a TLC run), not each worker
 pytestmark = [pytest.mark.tlc, pytest.mark.xdist_group("itf")]

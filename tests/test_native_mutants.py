@@ -5,7 +5,7 @@ The slow test runs the oracle's quick run (`python -m shmref.conformance
 --impl native_mutants.<name> --quick`) on the store and on each mutant and
 counts as a kill only a property that fails on the mutant and passes on the
 store itself. Today's oracle reads counts, headers and the secret at the
-seed's byte offsets (shmref/observe.py), which native_store's own layout
+seed's byte offsets (shmref/store/observe.py), which native_store's own layout
 does not have, so those properties fail on the store too and cannot kill
 anything here: `LAYOUT_READING` lists them (the store's report says why).
 

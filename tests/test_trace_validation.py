@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import refimpl
-from shmref import itf
-from shmref.driver import Driver
-from shmref.mutants import MUTATIONS, build_mutant
-from shmref.recorder import (
+from shmref.seed.mutants import MUTATIONS, build_mutant
+from shmref.store.driver import Driver
+from shmref.traces import itf
+from shmref.traces.recorder import (
     Recorder,
     Recording,
     random_workload,
@@ -28,7 +28,7 @@ from shmref.recorder import (
 
 pytestmark = pytest.mark.tlc
 
-STEPS, SEED = 300, 2  # a workload that every mutant of shmref.mutants fails
+STEPS, SEED = 300, 2  # a workload that every mutant of shmref.seed.mutants fails
 
 
 def record(impl, steps: int = STEPS, seed: int = SEED) -> Recording:

@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 
 import refimpl
-from shmref import itf_schema, vocabulary
 from shmref.contract import MissingCapability
-from shmref.driver import Driver
-from shmref.impl import load_impl
-from shmref.paths import SPEC_DIR
-from shmref.recorder import Recorder
-from shmref.replay import step_call
-from shmref.vocabulary import HandleRejected, InjectedCopyFailure, classify
+from shmref.core import vocabulary
+from shmref.core.paths import SPEC_DIR
+from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure, classify
+from shmref.seed.impl import load_impl
+from shmref.store.driver import Driver
+from shmref.traces import itf_schema
+from shmref.traces.recorder import Recorder
+from shmref.traces.replay import step_call
 
 REPO = Path(__file__).resolve().parents[1]
 

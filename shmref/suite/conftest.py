@@ -1,7 +1,7 @@
 """The suite's fixtures: the implementation under test (`--shmref-impl`,
 shmref.pytest_plugin) and rings that are closed after each test; and each
 test's level as a marker (`-m seed_compatible`, `-m hardened`,
-`-m protocol_safe`), from the conformance groups (shmref.testgroups)."""
+`-m protocol_safe`), from the conformance groups (shmref.oracle.testgroups)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 
 from shmref import pytest_plugin, tlc
 from shmref.contract import MissingCapability
-from shmref.impl import load_impl
-from shmref.paths import SUITE_DIR
-from shmref.seedbuild import SeedMissing
-from shmref.testgroups import TEST_GROUPS, group_of
-from shmref.verdict import LEVEL_MARKERS
+from shmref.core.paths import SUITE_DIR
+from shmref.oracle.testgroups import TEST_GROUPS, group_of
+from shmref.oracle.verdict import LEVEL_MARKERS
+from shmref.seed.build import SeedMissing
+from shmref.seed.impl import load_impl
 
 
 @pytest.fixture(scope="session")

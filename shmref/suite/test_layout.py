@@ -34,10 +34,10 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import refimpl
-from shmref.impl import load_impl
-from shmref.observe import Segment, first_difference
+from shmref.core.vocabulary import ACTIONS, documented_kind
+from shmref.seed.impl import load_impl
+from shmref.store.observe import Segment, first_difference
 from shmref.suite.values import read_back, serde_of, stores
-from shmref.vocabulary import ACTIONS, documented_kind
 
 BUFFER = 1024
 MAX_OBJECT = 256

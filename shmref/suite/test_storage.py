@@ -3,7 +3,7 @@ counting and reclamation, and bad input.
 
 Only the contract (shmref.contract) is used: handles come from what put
 returns, counts show in what free_unused reclaims (is_cached). Only the
-seed-layout test reads the segment's bytes (shmref.observe). The writer is
+seed-layout test reads the segment's bytes (shmref.store.observe). The writer is
 built as vLLM builds it, without a reader lock; readers get one through the
 handle."""
 
@@ -23,8 +23,8 @@ import pytest
 
 import refimpl
 from shmref.contract import split_read_missing
-from shmref.observe import Segment
-from shmref.readers import ReaderProcess
+from shmref.store.observe import Segment
+from shmref.store.readers import ReaderProcess
 from shmref.suite.values import read_back, serde_of, sized, storable, stores
 
 LOCK = mp.get_context("spawn").Lock()

@@ -1,7 +1,7 @@
 """The Hypothesis state machine of the store, for anyone's tests.
 
 `StoreMachine` steps the real implementation on shared memory with the
-spec's actions (shmref.driver) and a pure model (shmref.model) beside it;
+spec's actions (shmref.store.driver) and a pure model (shmref.store.model) beside it;
 rules carry the spec's action names, and a read is three rules (get_begin,
 get_copy, get_end) so that Hypothesis chooses how the writer interleaves
 with reads in flight. Rules keep to the protocol's assumptions (A1: each
@@ -10,7 +10,7 @@ flight, except the `clear_during_reads` rule, whose reads must end with
 their own value or be refused).
 
 Each level is judged by its own rule (`LEVELS`): the machine keeps every
-model of `policies` (shmref.model) that agrees with what the store showed
+model of `policies` (shmref.store.model) that agrees with what the store showed
 so far, and fails on a step that none explains. seed-compatible: the seed's
 policy, where each of refimpl's fixes is an allowed deviation (so the seed
 and refimpl pass; a defect matches no policy), and the seed's hazards are
@@ -20,7 +20,7 @@ and the machine asserts the spec's safety and liveness itself
 reuses a live chunk's id, and once every delivery is read, everything can
 be reclaimed and an object that fits can be put.
 
-The machines judge through the API only (shmref.driver.observe): counts
+The machines judge through the API only (shmref.store.driver.observe): counts
 are compared only when the store declares how to read them or the caller
 claims the seed's layout (`observe_layout`), so a store with another layout
 or serde is judged on its behaviour.
@@ -45,12 +45,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from shmref import tlc, vocabulary
-from shmref.corpus import simulation_corpus
-from shmref.driver import Driver, Outcome
-from shmref.model import FIXED, POLICIES, IdCollision, Policy, StoreModel
-from shmref.paths import SPEC_DIR
-from shmref.replay import read_constants, step_call
+from shmref import tlc
+from shmref.core import vocabulary
+from shmref.core.paths import SPEC_DIR
+from shmref.store.driver import Driver, Outcome
+from shmref.store.model import FIXED, POLICIES, IdCollision, Policy, StoreModel
+from shmref.tlc.corpus import simulation_corpus
+from shmref.traces.replay import read_constants, step_call
 
 KEYS = ("a", "b", "c", "d", "e")
 SAFETY = POLICIES  # every mix of the seed's and refimpl's refusal policies
@@ -71,7 +72,7 @@ def level_overrides(level: str) -> dict[str, Any]:
 
 class StoreMachine(RuleBasedStateMachine):
     """One writer, R readers, a ring of N units (16 bytes, or more for a
-    serde whose framing needs more: shmref.driver.unit_for)."""
+    serde whose framing needs more: shmref.store.driver.unit_for)."""
 
     impl: ModuleType
     N, R, ID_MAX, MAX_OBJ = 8, 2, 5, 3
@@ -331,7 +332,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def implementation_state_matches_model(self) -> None:
-        """What the API shows (shmref.driver.observe) equals some model's state."""
+        """What the API shows (shmref.store.driver.observe) equals some model's state."""
         real = self.driver.observe()
         kept, problems = [], []
         for model in self.models:

@@ -9,7 +9,7 @@ object `[4-byte read count][...]`.
 
 Only a claim of the seed's layout licenses this reading (the seed-layout
 level, or `Driver(layout=True)`): the state machines, replay and trace
-validation otherwise judge through the API alone (shmref.driver), so that a
+validation otherwise judge through the API alone (shmref.store.driver), so that a
 store with another layout is judged on its behaviour.
 """
 

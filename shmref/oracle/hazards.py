@@ -3,10 +3,10 @@ implementation, watched for a wrong value, a misplaced count or a chunk
 pinned for ever.
 
 Where the driver observes read counts (the store's declared count reader,
-or the segment's bytes under a layout claim: shmref.driver), a
+or the segment's bytes under a layout claim: shmref.store.driver), a
 misplaced count shows at the step it happens. Elsewhere counts are observed
 through the API alone, as a black-box checker judges a store from its
-history (shmref.apicounts): after the trace, each live chunk gets one read
+history (shmref.oracle.apicounts): after the trace, each live chunk gets one read
 fewer than it is owed, and free_unused must keep it."""
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from shmref import contract, tables, tlc, vocabulary
-from shmref.apicounts import count_probe
-from shmref.driver import Driver, Outcome
-from shmref.manifest import model_files
-from shmref.paths import SPEC_DIR, cache_dir, cache_lock
-from shmref.replay import Replayer, describe
-from shmref.verdict import (
+from shmref import contract, tlc
+from shmref.core import tables, vocabulary
+from shmref.core.paths import SPEC_DIR, cache_dir, cache_lock
+from shmref.oracle.apicounts import count_probe
+from shmref.oracle.verdict import (
     ASSUMPTION,
     ERROR,
     FAIL,
@@ -34,6 +32,9 @@ from shmref.verdict import (
     impl_arg,
     shell,
 )
+from shmref.store.driver import Driver, Outcome
+from shmref.tlc.manifest import model_files
+from shmref.traces.replay import Replayer, describe
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from shmref.driver import MD_SIZE, UNIT, Outcome
+from shmref.store.driver import MD_SIZE, UNIT, Outcome
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-from shmref.isolation import Incident
-from shmref.paths import SUITE_DIR
-from shmref.testing import profiles
-from shmref.verdict import (
+from shmref.core.paths import SUITE_DIR
+from shmref.oracle.isolation import Incident
+from shmref.oracle.verdict import (
     ERROR,
     FAIL,
     HARDENED,
@@ -29,6 +28,7 @@ from shmref.verdict import (
     impl_arg,
     shell,
 )
+from shmref.testing import profiles
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ constants, and after every step compares the implementation with the TLC
 state: ring start/end, id range, live chunks (id -> address), the writer's
 index (`is_cached`), what each read returned, and the read counts only when
 the store declares how to read them or the seed's layout is claimed
-(`layout=True`): behaviour is judged through the API (shmref.driver).
+(`layout=True`): behaviour is judged through the API (shmref.store.driver).
 At the first divergence it stops and reports a step-by-step table with the
 ring drawn as the seed's docstring draws it.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shmref import tables, vocabulary
-from shmref.driver import UNIT, Driver, Outcome
+from shmref.core import tables, vocabulary
+from shmref.store.driver import UNIT, Driver, Outcome
 from shmref.tlc import Trace, parse_value
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from shmref import splitread
-from shmref.impl import load_impl
+from shmref.seed.impl import load_impl
+from shmref.store import splitread
 
 # One context everywhere: spawn gives each reader a fresh interpreter, which is
 # what a vLLM worker is, and avoids inheriting the writer's mappings by fork.

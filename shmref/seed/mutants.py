@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from shmref.paths import REFIMPL_DIR
+from shmref.core.paths import REFIMPL_DIR
 
 # name -> (file, original text, mutated text, what the bug means)
 MUTATIONS: dict[str, tuple[str, str, str, str]] = {

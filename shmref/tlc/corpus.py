@@ -1,5 +1,5 @@
 """TLC simulation corpora, made once per spec version and kept in the user cache
-(shmref.paths).
+(shmref.core.paths).
 
 A corpus is the traces of `-simulate num=K -depth D -seed S` on one model;
 the same seed gives the same traces, and the cache key includes a hash of
@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 from shmref import tlc
-from shmref.manifest import model_files
-from shmref.paths import SPEC_DIR, cache_dir, cache_lock, spec_digest
+from shmref.core.paths import SPEC_DIR, cache_dir, cache_lock, spec_digest
+from shmref.tlc.manifest import model_files
 
 
 def simulation_corpus(

@@ -15,7 +15,7 @@ position attributes when present), as black-box checkers judge a store from
 its history: a store with another byte layout is judged like the seed.
 Read counts are observed only when the store declares how to read them
 (the optional hook `shmref_read_count`, shmref.contract) or when the caller
-claims the seed's layout (`layout=True`: the segment's bytes, shmref.observe).
+claims the seed's layout (`layout=True`: the segment's bytes, shmref.store.observe).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, cast
 
-from shmref import splitread
 from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
-from shmref.observe import Segment
-from shmref.readers import ReaderProcess
-from shmref.vocabulary import InjectedCopyFailure, classify, exception_named
+from shmref.core.vocabulary import InjectedCopyFailure, classify, exception_named
+from shmref.store import splitread
+from shmref.store.observe import Segment
+from shmref.store.readers import ReaderProcess
 
 UNIT = 16  # bytes per model unit (the smallest): twice the 8-byte chunk header
 MD_SIZE = 8
@@ -98,7 +98,7 @@ class LocalReader:
 
 
 class RemoteReader:
-    """A reader in its own process (see shmref.readers), stepped by command."""
+    """A reader in its own process (see shmref.store.readers), stepped by command."""
 
     def __init__(self, impl: ModuleType, handle: Any) -> None:
         self.process = ReaderProcess(impl.__name__, handle)

@@ -1,9 +1,9 @@
 """The child process of a conformance run: everything that calls the
 implementation runs here, never in the oracle's own process.
 
-    python -m shmref.worker JOB.json EVENTS.jsonl
+    python -m shmref.oracle.worker JOB.json EVENTS.jsonl
 
-A job (written by shmref.isolation) names the implementation, the suite's
+A job (written by shmref.oracle.isolation) names the implementation, the suite's
 selections, the recordings and hazard replays still to do, and what an
 earlier child already finished or lost. The child appends one JSON line per
 event to EVENTS, flushed at once, so that whatever kills it (a segfault in a
@@ -31,10 +31,9 @@ from typing import Any
 
 import pytest
 
-from shmref.driver import Driver
-from shmref.recorder import Recorder, Recording, random_workload
-from shmref.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
-from shmref.verdict import ERROR, PROTOCOL, Check
+from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
+from shmref.oracle.verdict import ERROR, PROTOCOL, Check
+from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")
 
@@ -224,8 +223,8 @@ class SuitePlugin:
 def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
     if not job["groups"]:
         return
-    from shmref.paths import SUITE_DIR
-    from shmref.testgroups import plugin_args
+    from shmref.core.paths import SUITE_DIR
+    from shmref.oracle.testgroups import plugin_args
 
     out = Path(job["out"])
     ini = out / "pytest.ini"
@@ -258,25 +257,6 @@ def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
 
 # -- recordings and hazard replays -----------------------------------------------------------
 
-WORKLOAD = {"n_units": 8, "n_readers": 2, "id_max": 5, "max_obj": 3}
-
-
-def record(impl: ModuleType, steps: int, seed: int) -> Recording:
-    """A random run of `impl` recorded for trace validation."""
-    with Driver(
-        impl,
-        WORKLOAD["n_units"],
-        n_readers=WORKLOAD["n_readers"],
-        id_max=WORKLOAD["id_max"],
-        max_obj=WORKLOAD["max_obj"],
-    ) as driver:
-        recorder = Recorder(driver)
-        try:
-            random_workload(recorder, steps, seed)
-        finally:
-            recording = recorder.recording()
-    return recording
-
 
 def run_recordings(job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog) -> None:
     for item in job["recordings"]:
@@ -297,7 +277,7 @@ def run_recordings(job: dict[str, Any], impl: ModuleType, events: Events, dog: W
 
 def run_hazards(job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog) -> None:
     from shmref import tlc
-    from shmref.hazards import HAZARDS, hazard_check, hazard_trace
+    from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
 
     wanted = set(job["hazards"])
     for hazard in HAZARDS:
@@ -332,8 +312,8 @@ def check(module: str) -> int:
     """`--check MODULE`: import it here and print what the oracle needs to
     know as one JSON line (its name, where it imports from, what it lacks)."""
     from shmref import contract
-    from shmref.impl import load_impl
-    from shmref.verdict import import_root
+    from shmref.oracle.verdict import import_root
+    from shmref.seed.impl import load_impl
 
     try:
         impl = load_impl(module)
@@ -358,7 +338,7 @@ def main(argv: list[str]) -> int:
     job = json.loads(job_path.read_text())
     events = Events(events_path)
     faulthandler.enable()  # a segfault prints the Python stack to our log
-    from shmref.impl import load_impl
+    from shmref.seed.impl import load_impl
 
     impl = load_impl(job["impl_arg"])
     dog = Watchdog(events, implementation_files(impl), job["call_timeout"])

@@ -6,7 +6,7 @@ replay (spec -> implementation): `Recorder` wraps a `Driver` and logs every
 call with its arguments in units and the outcome the implementation showed,
 exactly as the spec's `last_action` record names them (DESIGN.md), and
 optionally the state it showed after each call. The checking itself
-(`validate_recording`, `Recording`) lives in shmref.tracecheck.
+(`validate_recording`, `Recording`) lives in shmref.traces.tracecheck.
 
     rec = Recorder(Driver(impl, 8, n_readers=2, id_max=5, max_obj=3))
     random_workload(rec, steps=120, seed=1)
@@ -17,12 +17,13 @@ optionally the state it showed after each call. The checking itself
 from __future__ import annotations
 
 import random
+from types import ModuleType
 from typing import Any
 
-from shmref import vocabulary
-from shmref.driver import MD_SIZE, Driver, Outcome
-from shmref.itf_schema import OBSERVABLE
-from shmref.tracecheck import (
+from shmref.core import vocabulary
+from shmref.store.driver import MD_SIZE, Driver, Outcome
+from shmref.traces.itf_schema import OBSERVABLE
+from shmref.traces.tracecheck import (
     DEFAULT_SWITCHES,
     Recording,
     Validation,
@@ -165,7 +166,7 @@ class Recorder:
         if reader in self.raised_at_copy and abandon is not None:
             # The seed's get raised in deserialize: the read ended there, with
             # no increment, which the spec logs as get_end DeserializeError.
-            # (Ending the composed read would increment: shmref.splitread.)
+            # (Ending the composed read would increment: shmref.store.splitread.)
             self.raised_at_copy.discard(reader)
             abandon()
             return self._add("get_end", Outcome("DeserializeError"), reader, handle=handle)
@@ -253,3 +254,25 @@ def random_workload(
             stage[r] = "copied"
         if stage[r] == "copied":
             rec.get_end(r)
+
+
+# the store a recorded workload runs on: small, so TLC checks it in seconds
+WORKLOAD = {"n_units": 8, "n_readers": 2, "id_max": 5, "max_obj": 3}
+
+
+def record(impl: ModuleType, steps: int, seed: int) -> Recording:
+    """A random run of `impl` recorded for trace validation (the workload a
+    conformance run records, and `shmref.testing.record`)."""
+    with Driver(
+        impl,
+        WORKLOAD["n_units"],
+        n_readers=WORKLOAD["n_readers"],
+        id_max=WORKLOAD["id_max"],
+        max_obj=WORKLOAD["max_obj"],
+    ) as driver:
+        recorder = Recorder(driver)
+        try:
+            random_workload(recorder, steps, seed)
+        finally:
+            recording = recorder.recording()
+    return recording

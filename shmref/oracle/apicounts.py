@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shmref.driver import UNIT, Driver
-from shmref.replay import Replayer
+from shmref.store.driver import UNIT, Driver
+from shmref.traces.replay import Replayer
 
 
 def count_probe(

@@ -1,5 +1,5 @@
 """The oracle's side of a conformance run: the implementation runs in a
-child process (shmref.worker), so that a store that segfaults, exits or
+child process (shmref.oracle.worker), so that a store that segfaults, exits or
 hangs gets a verdict instead of taking the oracle down with it.
 
 The child writes an event per test start, outcome and end. When it dies in
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shmref.verdict import CRASH, TIMEOUT
+from shmref.oracle.verdict import CRASH, TIMEOUT
 
 SHM = Path("/dev/shm")
 POLL = 0.1  # seconds between looks at the child
@@ -162,7 +162,13 @@ class Child:
         self.shm_before = shm_names()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "shmref.worker", str(self.job_path), str(self.events_path)],
+                [
+                    sys.executable,
+                    "-m",
+                    "shmref.oracle.worker",
+                    str(self.job_path),
+                    str(self.events_path),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

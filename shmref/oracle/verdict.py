@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from shmref.paths import checkout
-from shmref.seedbuild import SEED_ENV
+from shmref.core.paths import checkout
+from shmref.seed.build import SEED_ENV
 
 SEED, HARDENED, PROTOCOL, LAYOUT = "seed-compatible", "hardened", "protocol-safe", "seed-layout"
 LEVELS = (SEED, HARDENED, PROTOCOL, LAYOUT)

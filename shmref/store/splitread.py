@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from shmref.contract import COUNT_BYTES, MissingCapability, has, split_read_missing
-from shmref.vocabulary import HandleRejected
+from shmref.core.vocabulary import HandleRejected
 
 
 class SeedRead:

@@ -194,7 +194,7 @@ def table(rows: Sequence[Row]) -> str:
 def seed_module() -> ModuleType | None:
     """The seed's module, or None where the seed text is not available."""
     try:
-        from shmref.seedbuild import build_seed_module
+        from shmref.seed.build import build_seed_module
 
         return build_seed_module()
     except Exception:

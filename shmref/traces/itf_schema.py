@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shmref import vocabulary
+from shmref.core import vocabulary
 from shmref.tlc import FrozenDict
 
 JSON_INT_MAX = 2**53 - 1  # larger integers are written {"#bigint": "..."}
