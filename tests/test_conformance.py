@@ -27,20 +27,16 @@ import pytest
 
 import refimpl
 from shmref import contract
-from shmref.oracle.cli import (
+from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+from shmref.oracle.testgroups import TEST_GROUPS, failure_trace, pytest_checks
+from shmref.oracle.verdict import (
     FAIL,
     HARDENED,
-    HAZARDS,
     LEVELS,
     NOT_RUN,
     PROTOCOL,
     SEED,
-    TEST_GROUPS,
-    failure_trace,
-    hazard_check,
-    hazard_trace,
     level_status,
-    pytest_checks,
 )
 from shmref.seed.mutants import build_mutant
 from shmref.store.driver import value_for
@@ -446,7 +442,7 @@ def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
     import types
 
     import refimpl
-    from shmref.oracle.cli import ERROR, HAZARDS, hazard_check, hazard_trace
+    from shmref.oracle.verdict import ERROR
 
     class Storage(refimpl.SingleWriterShmObjectStorage):
         def put(self, key, value):

@@ -105,7 +105,7 @@ def _selected(file: str, expression: str) -> list[str]:
 
 
 def test_every_replay_command_selects_something() -> None:
-    from shmref.oracle.cli import HAZARDS
+    from shmref.oracle.hazards import HAZARDS
 
     for f in findings.load_findings():
         argv = shlex.split(f.replay)

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from shmref.oracle.cli import selected_groups
 from shmref.oracle.isolation import orphans, shm_names
+from shmref.oracle.run import selected_groups
 from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT
 
