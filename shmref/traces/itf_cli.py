@@ -25,8 +25,9 @@ from shmref.tlc.manifest import ManifestError, model_files
 from shmref.traces import itf
 from shmref.traces.itf_schema import ItfError
 from shmref.traces.recorder import tla_value
+from shmref.traces.recording import Recording
 from shmref.traces.replay import Replayer, read_constants
-from shmref.traces.tracecheck import Recording, validate_either, validate_recording
+from shmref.traces.tracecheck import validate_either, validate_recording
 
 
 def export_model(

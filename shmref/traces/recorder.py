@@ -22,17 +22,11 @@ from typing import Any
 
 from shmref.core import vocabulary
 from shmref.store.driver import MD_SIZE, Driver, Outcome
+from shmref.traces.explain import explain_step
 from shmref.traces.itf_schema import OBSERVABLE
-from shmref.traces.tracecheck import (
-    DEFAULT_SWITCHES,
-    Recording,
-    Validation,
-    explain_step,
-    tla_module,
-    tla_value,
-    validate_either,
-    validate_recording,
-)
+from shmref.traces.recording import Recording
+from shmref.traces.tlamodule import DEFAULT_SWITCHES, tla_module, tla_value
+from shmref.traces.tracecheck import Validation, validate_either, validate_recording
 
 __all__ = [
     "DEFAULT_SWITCHES",
