@@ -39,8 +39,8 @@ from shmref.oracle.verdict import (
     level_status,
 )
 from shmref.seed.mutants import build_mutant
-from shmref.store.driver import value_for
 from shmref.store.observe import first_difference
+from shmref.store.values import value_for
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANT = "free_rule_without_n_readers"

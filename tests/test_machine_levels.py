@@ -17,8 +17,9 @@ import pytest
 from hypothesis import Phase, settings
 
 from shmref.seed.build import SeedError, build_seed_module
-from shmref.store.driver import Driver, unit_for
+from shmref.store.driver import Driver
 from shmref.store.model import FIXED, SEED, StoreModel
+from shmref.store.values import unit_for
 from shmref.testing.machine import level_overrides, machine_for
 
 

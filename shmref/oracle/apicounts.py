@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shmref.store.driver import UNIT, Driver
+from shmref.store.driver import Driver
+from shmref.store.values import UNIT
 from shmref.traces.replay import Replayer
 
 

@@ -21,10 +21,8 @@ claims the seed's layout (`layout=True`: the segment's bytes, shmref.store.obser
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import hmac
-import inspect
 import multiprocessing as mp
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -33,14 +31,11 @@ from types import ModuleType
 from typing import Any, cast
 
 from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
-from shmref.core.vocabulary import InjectedCopyFailure, classify, exception_named
-from shmref.store import splitread
+from shmref.core.vocabulary import classify
 from shmref.store.observe import Segment
-from shmref.store.readers import ReaderProcess
+from shmref.store.readers import LocalReader, RemoteReader
+from shmref.store.values import MD_SIZE, UNIT, default_serde_class, unit_for, value_for
 
-UNIT = 16  # bytes per model unit (the smallest): twice the 8-byte chunk header
-MD_SIZE = 8
-FLAG_BYTES = 4
 FORGED_SIGNATURE = [0] * 32
 FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
@@ -53,160 +48,6 @@ class Outcome:
 
     status: str
     result: Any = None
-
-
-class LocalReader:
-    """A reader storage in this process, attached through the writer's handle.
-    Its serde class is the handle's, wrapped so that one copy can be made to
-    fail (the spec's COPY_FAIL) without touching the storage's attributes."""
-
-    def __init__(self, impl: ModuleType, handle: Any) -> None:
-        self.serde_class: Any = failable(handle.serde_class)
-        handle = copy.copy(handle)
-        handle.serde_class = self.serde_class
-        self.storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
-        self.lock = handle.reader_lock
-        self.serde = self.serde_class()
-        self.read: Any = None
-
-    def begin(self, *args: Any) -> None:
-        self.abandon()
-        self.read = splitread.begin(self.storage, *args, serde=self.serde, lock=self.lock)
-
-    def copy(self, fail: bool = False) -> None:
-        self.serde_class.fail = fail
-        try:
-            splitread.copy(self.storage, self.read)
-        finally:
-            self.serde_class.fail = False
-
-    def end(self) -> Any:
-        read, self.read = self.read, None
-        return splitread.end(self.storage, read)
-
-    def touch(self, *args: Any) -> Any:
-        return splitread.touch(self.storage, *args)
-
-    def abandon(self) -> None:
-        if self.read is not None:
-            splitread.abandon(self.read)
-            self.read = None
-
-    def close(self) -> None:
-        self.abandon()
-        self.storage.close()
-
-
-class RemoteReader:
-    """A reader in its own process (see shmref.store.readers), stepped by command."""
-
-    def __init__(self, impl: ModuleType, handle: Any) -> None:
-        self.process = ReaderProcess(impl.__name__, handle)
-
-    def _call(self, *command: Any) -> Any:
-        status, payload = self.process.call(*command)
-        if status != "ok":
-            raise (exception_named(status) or RuntimeError)(payload)
-        return payload
-
-    def begin(self, *args: Any) -> None:
-        self._call("begin", *args)
-
-    def copy(self, fail: bool = False) -> None:
-        if fail:
-            raise NotImplementedError("injected copy failures need in-process readers")
-        self._call("copy")
-
-    def end(self) -> Any:
-        return self._call("end")
-
-    def touch(self, *args: Any) -> Any:
-        return self._call("touch", *args)
-
-    def abandon(self) -> None:
-        """Nothing to release here: the process holds its own views."""
-
-    def close(self) -> None:
-        self.process.stop()
-
-
-def failable(inner: type) -> type:
-    """A serde class that behaves as `inner` until its class flag `fail` is set."""
-
-    class FailableSerde:
-        fail = False
-
-        def __init__(self) -> None:
-            self.inner = inner()
-
-        def serialize(self, value: Any) -> Any:
-            return self.inner.serialize(value)
-
-        def deserialize(self, data: Any) -> Any:
-            if type(self).fail:
-                raise InjectedCopyFailure("injected deserialize failure")
-            return self.inner.deserialize(data)
-
-    FailableSerde.__name__ = f"Failable{getattr(inner, '__name__', 'Serde')}"
-    return FailableSerde
-
-
-def value_for(key: str, size: int, serde: Any, unit: int = UNIT) -> str | bytes:
-    """A value, recognisably `key`'s, whose serialized object fills a chunk
-    of `size` units exactly (object = unit*size - 8 bytes incl. the 4-byte
-    count), measured with `serde` (any serde: its overhead is measured, and
-    both str and bytes values are tried, so a jump in the overhead at some
-    length does not leave a size unreachable). It starts with a 2-character
-    tag of the key, so that even a 1-unit chunk's value tells keys apart."""
-    target = unit * size - MD_SIZE
-    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
-    tag = (
-        "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36]
-        + "0123456789abcdefghijklmnopqrstuvwxyz"[digest // 36 % 36]
-    )
-    pattern = tag + key + "|"
-    for kind in (str, bytes):
-        for length in range(target, -1, -1):
-            text = (pattern * (length // len(pattern) + 1))[:length]
-            value: str | bytes = text if kind is str else text.encode()
-            _data, data_bytes, _md, md_bytes = serde.serialize(value)
-            total = FLAG_BYTES + md_bytes + data_bytes
-            if total == target:
-                return value
-            if total < target - unit:
-                break  # shorter values only get smaller
-    raise ValueError(
-        f"no str or bytes value of key {key!r} serializes to exactly "
-        f"{target - FLAG_BYTES} bytes with {type(serde).__name__} "
-        f"(a {size}-unit chunk of {unit} bytes a unit)"
-    )
-
-
-@functools.cache
-def unit_for(serde_class: type) -> int:
-    """The model's unit for a serde: the smallest multiple of 16 bytes in
-    which a 1-, 2- and 3-unit chunk can each be filled exactly (header,
-    count and the serde's framing of a key's value). 16 for msgpack."""
-    serde = serde_class()
-    for unit in range(UNIT, 64 * UNIT + 1, UNIT):
-        try:
-            for size in (1, 2, 3):
-                value_for("a", size, serde, unit)
-        except ValueError:
-            continue
-        return unit
-    raise ValueError(f"{serde_class.__name__} frames no value in 1024 bytes")
-
-
-def default_serde_class(impl: ModuleType) -> type | None:
-    """The storage constructor's default `serde_class` (contract: a keyword
-    with a default), or None if it has none that can be seen."""
-    try:
-        parameter = inspect.signature(impl.SingleWriterShmObjectStorage).parameters["serde_class"]
-    except (KeyError, TypeError, ValueError):
-        return None
-    default = parameter.default
-    return default if isinstance(default, type) else None
 
 
 class Driver:

@@ -21,7 +21,8 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from shmref.store.driver import MD_SIZE, UNIT, Outcome
+from shmref.store.driver import Outcome
+from shmref.store.values import MD_SIZE, UNIT
 
 
 @dataclass(frozen=True)

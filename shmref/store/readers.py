@@ -1,9 +1,12 @@
-"""Reader processes: real processes that attach to a writer's storage through
-its handle and run reads on command, so tests exercise true cross-process
-shared memory rather than readers inside the test process."""
+"""A Driver's readers, attached through the writer's handle: in this process
+(`LocalReader`, whose serde can be made to fail one copy), or in a real
+process of their own (`RemoteReader` over a `ReaderProcess`) that runs reads
+on command, so tests exercise true cross-process shared memory rather than
+readers inside the test process."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import multiprocessing as mp
@@ -11,8 +14,10 @@ import queue
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from types import ModuleType
 from typing import Any
 
+from shmref.core.vocabulary import InjectedCopyFailure, exception_named
 from shmref.seed.impl import load_impl
 from shmref.store import splitread
 
@@ -147,3 +152,102 @@ class ReaderProcess:
             self.process.join(10)
         self.commands.close()
         self.results.close()
+
+
+# -- the Driver's readers ------------------------------------------------------------
+
+
+class LocalReader:
+    """A reader storage in this process, attached through the writer's handle.
+    Its serde class is the handle's, wrapped so that one copy can be made to
+    fail (the spec's COPY_FAIL) without touching the storage's attributes."""
+
+    def __init__(self, impl: ModuleType, handle: Any) -> None:
+        self.serde_class: Any = failable(handle.serde_class)
+        handle = copy.copy(handle)
+        handle.serde_class = self.serde_class
+        self.storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+        self.lock = handle.reader_lock
+        self.serde = self.serde_class()
+        self.read: Any = None
+
+    def begin(self, *args: Any) -> None:
+        self.abandon()
+        self.read = splitread.begin(self.storage, *args, serde=self.serde, lock=self.lock)
+
+    def copy(self, fail: bool = False) -> None:
+        self.serde_class.fail = fail
+        try:
+            splitread.copy(self.storage, self.read)
+        finally:
+            self.serde_class.fail = False
+
+    def end(self) -> Any:
+        read, self.read = self.read, None
+        return splitread.end(self.storage, read)
+
+    def touch(self, *args: Any) -> Any:
+        return splitread.touch(self.storage, *args)
+
+    def abandon(self) -> None:
+        if self.read is not None:
+            splitread.abandon(self.read)
+            self.read = None
+
+    def close(self) -> None:
+        self.abandon()
+        self.storage.close()
+
+
+class RemoteReader:
+    """A reader in its own process (see shmref.store.readers), stepped by command."""
+
+    def __init__(self, impl: ModuleType, handle: Any) -> None:
+        self.process = ReaderProcess(impl.__name__, handle)
+
+    def _call(self, *command: Any) -> Any:
+        status, payload = self.process.call(*command)
+        if status != "ok":
+            raise (exception_named(status) or RuntimeError)(payload)
+        return payload
+
+    def begin(self, *args: Any) -> None:
+        self._call("begin", *args)
+
+    def copy(self, fail: bool = False) -> None:
+        if fail:
+            raise NotImplementedError("injected copy failures need in-process readers")
+        self._call("copy")
+
+    def end(self) -> Any:
+        return self._call("end")
+
+    def touch(self, *args: Any) -> Any:
+        return self._call("touch", *args)
+
+    def abandon(self) -> None:
+        """Nothing to release here: the process holds its own views."""
+
+    def close(self) -> None:
+        self.process.stop()
+
+
+def failable(inner: type) -> type:
+    """A serde class that behaves as `inner` until its class flag `fail` is set."""
+
+    class FailableSerde:
+        fail = False
+
+        def __init__(self) -> None:
+            self.inner = inner()
+
+        def serialize(self, value: Any) -> Any:
+            return self.inner.serialize(value)
+
+        def deserialize(self, data: Any) -> Any:
+            if type(self).fail:
+                raise InjectedCopyFailure("injected deserialize failure")
+            return self.inner.deserialize(data)
+
+    FailableSerde.__name__ = f"Failable{getattr(inner, '__name__', 'Serde')}"
+    return FailableSerde

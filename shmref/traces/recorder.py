@@ -21,7 +21,8 @@ from types import ModuleType
 from typing import Any
 
 from shmref.core import vocabulary
-from shmref.store.driver import MD_SIZE, Driver, Outcome
+from shmref.store.driver import Driver, Outcome
+from shmref.store.values import MD_SIZE
 from shmref.traces.explain import explain_step
 from shmref.traces.itf_schema import OBSERVABLE
 from shmref.traces.recording import Recording

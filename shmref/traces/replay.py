@@ -22,7 +22,8 @@ from types import ModuleType
 from typing import Any
 
 from shmref.core import tables, vocabulary
-from shmref.store.driver import UNIT, Driver, Outcome
+from shmref.store.driver import Driver, Outcome
+from shmref.store.values import UNIT
 from shmref.tlc import Trace, parse_value
 
 
