@@ -72,7 +72,7 @@ def level_overrides(level: str) -> dict[str, Any]:
 
 class StoreMachine(RuleBasedStateMachine):
     """One writer, R readers, a ring of N units (16 bytes, or more for a
-    serde whose framing needs more: shmref.store.driver.unit_for)."""
+    serde whose framing needs more: shmref.store.values.unit_for)."""
 
     impl: ModuleType
     N, R, ID_MAX, MAX_OBJ = 8, 2, 5, 3
