@@ -15,7 +15,8 @@ from types import ModuleType
 
 from shmref import tlc
 from shmref.core.paths import SPEC_DIR
-from shmref.testing.machine import StoreMachine, TraceSeededMachine, machine_for
+from shmref.testing.machine import StoreMachine, machine_for
+from shmref.testing.seeded import TraceSeededMachine
 from shmref.traces.recorder import (
     Recorder,
     Recording,
