@@ -37,7 +37,7 @@ from shmref.oracle.verdict import LAYOUT, LEVELS, SEED
 from shmref.seed.build import SeedError
 from shmref.seed.impl import load_impl
 from shmref.store.observe import Segment
-from shmref.suite.test_layout import machine
+from shmref.suite.sidebyside import machine
 
 REPO = Path(__file__).resolve().parents[1]
 STORES = Path(__file__).resolve().parent / "stores"
