@@ -17,6 +17,7 @@ from shmref.contract import MissingCapability
 from shmref.core import vocabulary
 from shmref.core.paths import SPEC_DIR
 from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure, classify
+from shmref.docgen import vocabulary_doc
 from shmref.seed.impl import load_impl
 from shmref.store.driver import Driver
 from shmref.traces import itf_schema
@@ -30,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_design_md_shows_the_generated_tables() -> None:
-    shown = vocabulary.documented_section((REPO / "DESIGN.md").read_text())
+    shown = vocabulary_doc.documented_section((REPO / "DESIGN.md").read_text())
     assert shown is not None, "DESIGN.md lacks the vocabulary markers"
-    assert shown.strip() == vocabulary.markdown().strip(), (
+    assert shown.strip() == vocabulary_doc.markdown().strip(), (
         "DESIGN.md is stale: paste `python -m shmref.vocabulary --markdown` between the markers"
     )
 
@@ -41,8 +42,8 @@ def test_a_stale_design_md_is_detected() -> None:
     text = (REPO / "DESIGN.md").read_text()
     stale = text.replace("| `get_copy` | reader |", "| `get_copy` | writer |")
     assert stale != text
-    assert vocabulary.documented_section(stale) != vocabulary.markdown()
-    assert vocabulary.documented_section("no markers here") is None
+    assert vocabulary_doc.documented_section(stale) != vocabulary_doc.markdown()
+    assert vocabulary_doc.documented_section("no markers here") is None
 
 
 def test_every_spec_action_is_in_the_table_and_nothing_more() -> None:
@@ -100,10 +101,10 @@ def test_driver_methods_take_the_tables_arguments() -> None:
 
 
 def test_check_and_markdown_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    assert vocabulary.main(["--check"]) == 0
+    assert vocabulary_doc.main(["--check"]) == 0
     assert "all consistent" in capsys.readouterr().out
-    assert vocabulary.main(["--markdown"]) == 0
-    assert capsys.readouterr().out == vocabulary.markdown()
+    assert vocabulary_doc.main(["--markdown"]) == 0
+    assert capsys.readouterr().out == vocabulary_doc.markdown()
 
 
 def test_lookups_name_what_is_unknown() -> None:

@@ -61,6 +61,7 @@ class TestGroup:
 TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(SEED, "test_ring.py", "ring: docstring scenarios, ids"),
     TestGroup(SEED, "test_storage.py", "storage: handles, counting, reclamation"),
+    TestGroup(SEED, "test_storage_bad_input.py", "storage: its validation kept under python -O"),
     TestGroup(
         SEED,
         "test_layout.py::test_same_results_as_seed",
@@ -109,13 +110,13 @@ TEST_GROUPS: tuple[TestGroup, ...] = (
     ),
     TestGroup(
         HARDENED,
-        "test_storage.py::TestBadHandles",
+        "test_storage_bad_input.py::TestBadHandles",
         "storage: every malformed handle is a ValueError",
         closes="finding 2",
     ),
     TestGroup(
         HARDENED,
-        "test_storage.py::TestBadPuts",
+        "test_storage_bad_input.py::TestBadPuts",
         "storage: bad puts and misuse are clear errors, nothing left half-done",
         closes="findings 1, 3, 6, 9",
     ),
