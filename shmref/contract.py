@@ -201,7 +201,7 @@ CAPABILITIES: tuple[Capability, ...] = (
         "verify_signature",
         False,
         "split read: check a handle, as a step of its own (a refusal there is "
-        "`rejected`, after it `stale`: shmref.vocabulary)",
+        "`rejected`, after it `stale`: shmref.core.vocabulary)",
     ),
     Capability("storage", "increment_reader_flag", False, "split read: count a read"),
     Capability(

@@ -1,4 +1,4 @@
-"""shmref.vocabulary: the one table of actions and outcomes agrees with the
+"""shmref.core.vocabulary: the one table of actions and outcomes agrees with the
 spec, the Driver and DESIGN.md, and outcomes are named by exception type and
 step, never by message text (each check is shown to catch a broken input)."""
 

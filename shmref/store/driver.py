@@ -42,7 +42,7 @@ FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a step did: an outcome name of shmref.vocabulary ("ok",
+    """What a step did: an outcome name of shmref.core.vocabulary ("ok",
     "stale", "rejected", ...; an exception of no listed type by its class
     name), and the step's result (or the exception's message)."""
 
@@ -312,7 +312,7 @@ class Driver:
 
     @staticmethod
     def _run(action: str, step: Callable[[], Any]) -> Outcome:
-        """Run one action's call; what it raised is named by shmref.vocabulary
+        """Run one action's call; what it raised is named by shmref.core.vocabulary
         (by its type and the kind of step, never by its message)."""
         try:
             return Outcome("ok", step())

@@ -11,7 +11,7 @@ act between the steps. No private attribute of the storage is read.
 A reader's signature check runs as its own step first (`check_signature`,
 on every implementation), so that a refused handle is told from a stale one
 by where the ValueError was raised, not by its message: a ValueError of
-`verify_signature` becomes shmref.vocabulary.HandleRejected.
+`verify_signature` becomes shmref.core.vocabulary.HandleRejected.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ class StoreMachine(RuleBasedStateMachine):
             model.inbox[reader][handle] -= 1
 
     def step(self, name: str, *args: Any) -> Outcome:
-        """Action `name` (shmref.vocabulary) on the implementation and on the
+        """Action `name` (shmref.core.vocabulary) on the implementation and on the
         models; those whose outcome (and result, when known) differs are
         dropped, and none left is a failure."""
         method = vocabulary.action(name).driver

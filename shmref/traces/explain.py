@@ -18,7 +18,7 @@ ABSENT = "(absent)"
 
 
 def call_fields(name: str) -> tuple[str, ...]:
-    """The fields of a recorded call that are its arguments (shmref.vocabulary:
+    """The fields of a recorded call that are its arguments (shmref.core.vocabulary:
     a get_begin's handle is an argument, every other handle a result)."""
     return ("name", *vocabulary.action(name).arguments)
 

@@ -254,7 +254,7 @@ def _fields_exactly(
 
 HANDLE = one_of(tup(), tup(STR, INT, INT))
 
-# from shmref.vocabulary: the outcomes each spec action can show, every
+# from shmref.core.vocabulary: the outcomes each spec action can show, every
 # outcome an implementation's call may show in a recording, and the fields
 # of each action's record besides name and outcome ("reader" and "value"
 # differ between spec traces and recordings)

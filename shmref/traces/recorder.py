@@ -79,7 +79,7 @@ class Recorder:
         return Recording(constants, [dict(e) for e in self.log], observed)
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Outcome:
-        """The Driver method of action `name` (shmref.vocabulary)."""
+        """The Driver method of action `name` (shmref.core.vocabulary)."""
         method = vocabulary.action(name).driver
         if method is None:
             raise ValueError(f"action {name!r} calls nothing: there is no call to record")

@@ -278,7 +278,7 @@ def step_call(
     action: Mapping[str, Any], readers: Sequence[Any]
 ) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
     """The Driver method, positional and keyword arguments for a trace step
-    (`last_action`), looked up in shmref.vocabulary, or None when the step
+    (`last_action`), looked up in shmref.core.vocabulary, or None when the step
     calls nothing (a step of the environment, or get_check: the spec's
     SPLIT_END cuts get_end in two, one call cannot be stopped inside, so
     that window is not replayable). Readers are named in traces (`r1`) and
