@@ -16,7 +16,7 @@ from typing import Any
 
 from bench import conformancebench, cpu, instructions, replaybench, report, store, stress, tlcbench
 from bench.common import BENCH_DIR, REPO, cleanup_guard, load_native, progress
-from shmref import shmtrack
+from shmref.testing import shmtrack
 
 SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance")
 # Minutes each (valgrind; four conformance runs): --quick runs them only when named.
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             seed = None
             if {"store", "cpu"} & sections:
                 try:
-                    from shmref.seedbuild import SeedError, build_seed_module
+                    from shmref.seed.build import SeedError, build_seed_module
 
                     seed = build_seed_module()
                 except SeedError as exc:

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from shmref import shmtrack
-from shmref.impl import load_impl
-from shmref.paths import SPEC_DIR as SPEC_DIR  # the spec as shmref finds it
+from shmref.core.paths import SPEC_DIR as SPEC_DIR  # the spec as shmref finds it
+from shmref.seed.impl import load_impl
+from shmref.testing import shmtrack
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_DIR = Path(__file__).resolve().parent

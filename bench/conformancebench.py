@@ -107,7 +107,7 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
 
 
 def workers_log(out: Path) -> str:
-    """The raw pytest output of a run's child processes (shmref.isolation)."""
+    """The raw pytest output of a run's child processes (shmref.oracle.isolation)."""
     logs = sorted((out / "workers").glob("*.log"))
     return "".join(path.read_text(encoding="utf-8", errors="replace") for path in logs)
 

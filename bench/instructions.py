@@ -93,7 +93,7 @@ def plain_step(size: int) -> tuple[Callable[[int, int], int], Callable[[], None]
 def child(sizes: dict[str, int]) -> None:
     """Run under callgrind: one counted `reduce` per (size, contender), in the
     order printed (JSON) on stdout."""
-    from shmref.seedbuild import build_seed_module
+    from shmref.seed.build import build_seed_module
 
     impls = {"refimpl": load("refimpl"), "seed": build_seed_module()}
     order = []

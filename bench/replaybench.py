@@ -8,7 +8,7 @@ and how soon they catch each injected bug.
 - edge coverage: the allocator model's whole state graph (TLC -dump dot),
   `covering_paths`, and the paths replayed; distinct edges covered per
   second of replay.
-- mutants: for each of shmref.mutants.MUTATIONS, the time until replay
+- mutants: for each of shmref.seed.mutants.MUTATIONS, the time until replay
   (same corpora as tests/test_replay.py) and the state machine (as
   test_state_machine_catches_injected_bugs: no shrinking) first fail.
 """
@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, Phase, settings
 
 from bench.common import BENCH_DIR, SPEC_DIR, load, median, progress
 from shmref import tlc
-from shmref.corpus import simulation_corpus
-from shmref.mutants import MUTATIONS, build_mutant
-from shmref.replay import Replayer
+from shmref.seed.mutants import MUTATIONS, build_mutant
+from shmref.tlc.corpus import simulation_corpus
+from shmref.traces.replay import Replayer
 
 
 @dataclass(frozen=True)

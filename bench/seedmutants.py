@@ -3,7 +3,7 @@ level catches (the mutation score of `-m seed_compatible`).
 
     python -m bench.seedmutants [--sample 40] [--seed 0] [--out bench/seed-mutants.json]
 
-Each mutant is the seed module (built by shmref.seedbuild) with one change
+Each mutant is the seed module (built by shmref.seed.build) with one change
 in a method of the ring or the storage: a comparison flipped (`<` / `<=`,
 `==` / `!=`), an integer constant off by one, `+` / `-` swapped, `and` /
 `or` swapped, or one statement replaced by `pass` (not a docstring or a
@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from shmref.impl import load_impl
+from shmref.seed.impl import load_impl
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq}

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from refimpl.readerlock import READER_LOCK_TIMEOUT
-from shmref.impl import load_impl
-from shmref.readers import ReaderProcess, checksummed
+from shmref.seed.impl import load_impl
+from shmref.store.readers import ReaderProcess, checksummed
 
 READERS = 4
 BATCH = 100
@@ -223,8 +223,8 @@ def _fault_outcomes(repo: Path) -> list[str]:
 
 
 def guarantees_markdown(repo: Path, puts: int) -> str:
-    from shmref import shmtrack
-    from shmref.fuzz import fuzz
+    from shmref.fuzzing.run import fuzz
+    from shmref.testing import shmtrack
 
     shmtrack.start()
     normal = fuzz(load_impl("refimpl")).summary()
@@ -244,7 +244,7 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         "- **Bad input gets `ValueError`** (`BadArgumentType`, also a `TypeError`, for a "
         "wrong Python type; `KeyError` for a missing key, `MemoryError` for a full ring), "
         "never a value, never another exception, and earlier objects stay readable. "
-        "The fuzz of every public method (`shmref/fuzz.py`, `make fuzz` for long runs):",
+        "The fuzz of every public method (`shmref/fuzzing/run.py`, `make fuzz` for long runs):",
         f"  - normal mode: {normal}",
         f"  - `python -O`: {optimized}",
         "- **Faults on real processes** (`tests/test_faults.py`): a reader killed holding "

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import BENCH_DIR, SPEC_DIR, median, progress
-from shmref.check import MODELS
-from shmref.manifest import model_files
 from shmref.tlc import TlcError, TlcRun, run_tlc
+from shmref.tlc.check import MODELS
+from shmref.tlc.manifest import model_files
 
 MIN_NET_SECONDS = 0.1
 

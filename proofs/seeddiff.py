@@ -1,7 +1,7 @@
 """Differential check: the seed's ring arithmetic against `refimpl.allocator`.
 
 The seed's code is never committed. At run time this module reads the seed
-text (`shmref.seedbuild`, `$SHMREF_SEED` or `../shared/seed/...`), takes the
+text (`shmref.seed.build`, `$SHMREF_SEED` or `../shared/seed/...`), takes the
 complete `class SingleWriterShmRingBuffer:` listing and executes it in a
 private namespace whose `shared_memory` is an in-memory fake: `SharedMemory`
 is a `bytearray` behind a `memoryview`. `allocate_buf`, `access_buf` and
@@ -96,7 +96,7 @@ class _SilentLogger:
 
 def _seed_text_path() -> Path:
     with suppress(ImportError):
-        from shmref.seedbuild import default_seed_path
+        from shmref.seed.build import default_seed_path
 
         found = default_seed_path()
         if found is not None:
@@ -115,7 +115,7 @@ def _seed_text_path() -> Path:
 def _ring_listing(text: str) -> str:
     """The complete `class SingleWriterShmRingBuffer:` listing of the seed text."""
     with suppress(ImportError):
-        from shmref.seedbuild import extract_classes
+        from shmref.seed.build import extract_classes
 
         return extract_classes(text)["SingleWriterShmRingBuffer"]
     lines = text.splitlines()

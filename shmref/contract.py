@@ -1,13 +1,13 @@
 """The written contract the oracle judges an implementation by: one place.
 
-Every name, signature and attribute the oracle (shmref.driver, splitread,
+Every name, signature and attribute the oracle (shmref.store.driver, splitread,
 observe, conformance and the tests it runs with `--impl`) may use on an
 implementation is listed here, derived from the seed's public API (its
 documentation page: the listed methods, the constructor parameters, the
 attributes its docstrings name). Everything else an implementation has is
 its own business. Behaviour is observed through these names alone (return
 values, exceptions, `is_cached`, what `free_unused` reclaims). The segment's
-bytes, laid out as the seed documents (shmref.observe), are read by the
+bytes, laid out as the seed documents (shmref.store.observe), are read by the
 level seed-layout (a claim of its own); elsewhere read counts come only
 from the store's own `shmref_read_count(address)` if it declares one
 (READ_COUNT_HOOK) or a caller's explicit layout claim (Driver(layout=True)).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from shmref import tables
+from shmref.core import tables
 
 # -- the layout (the seed's docstrings) ------------------------------------------------
 
@@ -39,7 +39,7 @@ COUNT_BYTES = 4  # object: [4-byte reference_count][metadata][serialized data]
 # `shmref_read_count(address) -> int`, the read count of the object in the
 # chunk at `address` (as put returned it). A store that declares it lets the
 # state machines, replay and trace validation compare counts without the
-# seed's layout; without it they judge through the API alone (shmref.driver).
+# seed's layout; without it they judge through the API alone (shmref.store.driver).
 READ_COUNT_HOOK = "shmref_read_count"
 
 
@@ -201,7 +201,7 @@ CAPABILITIES: tuple[Capability, ...] = (
         "verify_signature",
         False,
         "split read: check a handle, as a step of its own (a refusal there is "
-        "`rejected`, after it `stale`: shmref.vocabulary)",
+        "`rejected`, after it `stale`: shmref.core.vocabulary)",
     ),
     Capability("storage", "increment_reader_flag", False, "split read: count a read"),
     Capability(

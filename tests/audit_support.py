@@ -23,7 +23,7 @@ from hypothesis import find, given
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from shmref import findings
+from shmref.docgen import findings
 from shmref.testing import leaks as shmleaks
 
 Audit = Callable[[ModuleType, Any], "str | None"]
@@ -40,7 +40,7 @@ def listed() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def seed() -> ModuleType:
     try:
-        from shmref.seedbuild import build_seed_module
+        from shmref.seed.build import build_seed_module
 
         return build_seed_module()
     except Exception as exc:  # the seed text lives outside the repo

@@ -3,7 +3,7 @@ would write it: it reads shmref's ITF traces with nothing but `json` and the
 rules of docs/itf.md, drives a ring (allocator traces) or an object store
 with readers (storage traces) step by step and compares every observable
 variable after every step. The store here is the seed's own code (built by
-shmref.seedbuild into SEED_DIR); in C or Rust it would be yours. A reader's
+shmref.seed.build into SEED_DIR); in C or Rust it would be yours. A reader's
 read is the seed's one-call `get`, done at get_end (at get_begin when the
 trace says the read is refused there), as docs/itf.md allows; so it
 cannot replay the traces whose point is a writer step inside a read

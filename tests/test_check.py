@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref import check, manifest
-from shmref.tlc import TlcError, find_jar, find_java
+from shmref.tlc import TlcError, check, find_jar, find_java, manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "spec"

@@ -27,24 +27,20 @@ import pytest
 
 import refimpl
 from shmref import contract
-from shmref.conformance import (
+from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+from shmref.oracle.testgroups import TEST_GROUPS, failure_trace, pytest_checks
+from shmref.oracle.verdict import (
     FAIL,
     HARDENED,
-    HAZARDS,
     LEVELS,
     NOT_RUN,
     PROTOCOL,
     SEED,
-    TEST_GROUPS,
-    failure_trace,
-    hazard_check,
-    hazard_trace,
     level_status,
-    pytest_checks,
 )
-from shmref.driver import value_for
-from shmref.mutants import build_mutant
-from shmref.observe import first_difference
+from shmref.seed.mutants import build_mutant
+from shmref.store.observe import first_difference
+from shmref.store.values import value_for
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANT = "free_rule_without_n_readers"
@@ -88,7 +84,7 @@ def test_refimpl_closes_the_hazards_the_seed_leaves_open():
     """Each hazard's TLC counterexample replayed on refimpl and on the seed:
     refimpl passes the closable ones, the unclosable one is an assumption for
     both, and the seed fails at least the double read (FINDINGS)."""
-    from shmref.seedbuild import SeedError, build_seed_module
+    from shmref.seed.build import SeedError, build_seed_module
 
     try:
         seed = build_seed_module()
@@ -295,9 +291,9 @@ def test_hazard_replay_command_reports_the_assumption(is_refimpl):
 
 
 def test_the_port_keeps_the_contract_and_renames_every_private_name():
-    """The faithful port (shmref.port) of the seed: every contract name, none
+    """The faithful port (shmref.seed.port) of the seed: every contract name, none
     of the seed's private ones."""
-    from shmref.port import build_port_module
+    from shmref.seed.port import build_port_module
 
     port = build_port_module()
     assert contract.missing(port) == []  # the port keeps every contract name ...
@@ -448,7 +444,7 @@ def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
     import types
 
     import refimpl
-    from shmref.conformance import ERROR, HAZARDS, hazard_check, hazard_trace
+    from shmref.oracle.verdict import ERROR
 
     class Storage(refimpl.SingleWriterShmObjectStorage):
         def put(self, key, value):

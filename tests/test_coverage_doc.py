@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from shmref import coverage, findings
-from shmref.coverage import CoverageError
+from shmref.docgen import coverage, findings
+from shmref.docgen.coverage import CoverageError
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "docs" / "coverage.toml"

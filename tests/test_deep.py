@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref import deep, manifest
-from shmref.tlc import TlcError, find_jar, find_java
+from shmref.tlc import TlcError, deep, find_jar, find_java, manifest
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
 

@@ -47,7 +47,7 @@ def test_example_runs_on_refimpl(index, tmp_path):
 @pytest.mark.tlc
 def test_an_example_fails_on_a_broken_store(tmp_path):
     """The replay example is not vacuous: on a mutant of refimpl it fails."""
-    from shmref.mutants import build_mutant
+    from shmref.seed.mutants import build_mutant
 
     replay_example = next(e for e in EXAMPLES if "replay(" in e)
     with pytest.raises(AssertionError):

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import refimpl
-from shmref.readers import ReaderProcess
+from shmref.store.readers import ReaderProcess
 
 REPO = Path(__file__).resolve().parents[1]
 CTX = mp.get_context("spawn")

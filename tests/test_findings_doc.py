@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from shmref import findings
-from shmref.findings import FindingsError
+from shmref.docgen import findings
+from shmref.docgen.findings import FindingsError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ def _selected(file: str, expression: str) -> list[str]:
 
 
 def test_every_replay_command_selects_something() -> None:
-    from shmref.conformance import HAZARDS
+    from shmref.oracle.hazards import HAZARDS
 
     for f in findings.load_findings():
         argv = shlex.split(f.replay)

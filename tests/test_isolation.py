@@ -1,5 +1,5 @@
 """The oracle judges stores that crash, hang, exit or raise BaseException
-without dying itself (shmref.isolation, shmref.worker): each such store
+without dying itself (shmref.oracle.isolation, shmref.oracle.worker): each such store
 (tests/faulty/) gets CRASH, TIMEOUT or ERROR on the properties it breaks, a
 fresh report, and nothing left in /dev/shm. Also: the level table does not
 depend on the run's options, bad options are one line, and a run without
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from shmref.conformance import selected_groups
-from shmref.isolation import orphans, shm_names
-from shmref.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
-from shmref.verdict import CRASH, LEVELS, PASS, TIMEOUT
+from shmref.oracle.isolation import orphans, shm_names
+from shmref.oracle.run import selected_groups
+from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
+from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTY = Path(__file__).resolve().parent / "faulty"
@@ -203,7 +203,7 @@ def test_without_the_seed_file_what_needs_it_is_not_run(tmp_path):
 
 def test_the_documented_statuses_are_the_reports():
     """docs/conformance.md's status table lists exactly the statuses a report uses."""
-    from shmref import verdict
+    from shmref.oracle import verdict
 
     text = (REPO / "docs" / "conformance.md").read_text()
     table = text.split("<!-- statuses:", 1)[1].split("<!-- end of statuses -->", 1)[0]
@@ -247,7 +247,7 @@ def test_only_what_no_live_process_holds_is_an_orphan():
     import multiprocessing
     from multiprocessing import shared_memory, synchronize
 
-    from shmref.isolation import remove_orphans
+    from shmref.oracle.isolation import remove_orphans
 
     before = shm_names()
     held = shared_memory.SharedMemory(create=True, size=4096)

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from shmref import itf, tlc
-from shmref.corpus import simulation_corpus
-from shmref.itf_schema import RING_VARS, STORAGE_VARS, ItfError
-from shmref.paths import SPEC_DIR
-from shmref.replay import Replayer, read_constants
-from shmref.seedbuild import build_seed_module
+from shmref import tlc
+from shmref.core.paths import SPEC_DIR
+from shmref.seed.build import build_seed_module
+from shmref.tlc.corpus import simulation_corpus
+from shmref.traces import itf, itf_cli
+from shmref.traces.itf_schema import RING_VARS, STORAGE_VARS, ItfError
+from shmref.traces.replay import Replayer, read_constants
 
 # one xdist worker builds the module's traces (a TLC run), not each worker
 pytestmark = [pytest.mark.tlc, pytest.mark.xdist_group("itf")]
@@ -106,12 +107,12 @@ def test_imported_traces_replay_like_tlc_traces(impl, corpus, model):
 def test_export_cli_counterexample_and_replay(impl, is_refimpl, tmp_path, capsys):
     """A hazard counterexample: exported, schema-checked, replayed."""
     out = tmp_path / "collision.itf.json"
-    assert itf.main(["export", "MCRingIdCollision", "--out", str(out)]) == 0
+    assert itf_cli.main(["export", "MCRingIdCollision", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["#meta"]["kind"] == "trace" and "IdRangeUnambiguous" in doc["#meta"]["source"]
-    assert itf.main(["check", str(out)]) == 0
+    assert itf_cli.main(["check", str(out)]) == 0
     capsys.readouterr()
-    code = itf.main(["replay", str(out), "--impl", impl.__name__])
+    code = itf_cli.main(["replay", str(out), "--impl", impl.__name__])
     table = capsys.readouterr().out
     # refimpl's F1 refuses the allocation that fills the id range; the seed takes it
     if is_refimpl:
@@ -125,10 +126,10 @@ def exported_traces(tmp_path_factory) -> dict[str, list[Path]]:
     """Simulation runs and a hazard's counterexample of each spec."""
     folder = tmp_path_factory.mktemp("itf")
     return {
-        "ring": itf.export_model("MCRing", folder / "ring", simulate=(12, 30, 7)),
-        "ring hazard": itf.export_model("MCRingIdCollision", folder / "ring-hazard.itf.json"),
-        "storage": itf.export_model("MCStorage", folder / "storage", simulate=(12, 40, 7)),
-        "storage hazard": itf.export_model("MCIdCollision", folder / "hazard.itf.json"),
+        "ring": itf_cli.export_model("MCRing", folder / "ring", simulate=(12, 30, 7)),
+        "ring hazard": itf_cli.export_model("MCRingIdCollision", folder / "ring-hazard.itf.json"),
+        "storage": itf_cli.export_model("MCStorage", folder / "storage", simulate=(12, 40, 7)),
+        "storage hazard": itf_cli.export_model("MCIdCollision", folder / "hazard.itf.json"),
     }
 
 
@@ -295,7 +296,7 @@ def test_broken_itf_trace_gets_one_clear_message(good_doc, case, tmp_path, capsy
         assert word in message, f"{case}: {word!r} not in {message!r}"
     path = tmp_path / "broken.itf.json"
     path.write_text(json.dumps(doc))
-    assert itf.main(["check", str(path)]) == 2
+    assert itf_cli.main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
     # (`check` reads a file whose kind says "recording" as a recording)
@@ -321,14 +322,14 @@ def test_malformed_files(tmp_path, capsys, text, words):
     with pytest.raises(ItfError) as caught:
         itf.read_trace(path)
     assert all(w in str(caught.value) for w in words), str(caught.value)
-    assert itf.main(["check", str(path)]) == 2
-    assert itf.main(["replay", str(path)]) == 2
+    assert itf_cli.main(["check", str(path)]) == 2
+    assert itf_cli.main(["replay", str(path)]) == 2
     assert "Traceback" not in capsys.readouterr().err
 
 
 def test_cli_bad_model_and_missing_file(tmp_path, capsys):
-    assert itf.main(["export", "MCNoSuchModel", "--out", str(tmp_path / "x.json")]) == 2
-    assert itf.main(["check", str(tmp_path / "absent.itf.json")]) == 2
+    assert itf_cli.main(["export", "MCNoSuchModel", "--out", str(tmp_path / "x.json")]) == 2
+    assert itf_cli.main(["check", str(tmp_path / "absent.itf.json")]) == 2
     err = capsys.readouterr().err
     assert "MCNoSuchModel" in err and "absent.itf.json" in err and "Traceback" not in err
 

@@ -31,13 +31,13 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 import refimpl
-from shmref import hazards
-from shmref.impl import load_impl
-from shmref.observe import Segment
-from shmref.seedbuild import SeedError
-from shmref.suite.test_layout import machine
-from shmref.testgroups import TEST_GROUPS
-from shmref.verdict import LAYOUT, LEVELS, SEED
+from shmref.oracle import hazards
+from shmref.oracle.testgroups import TEST_GROUPS
+from shmref.oracle.verdict import LAYOUT, LEVELS, SEED
+from shmref.seed.build import SeedError
+from shmref.seed.impl import load_impl
+from shmref.store.observe import Segment
+from shmref.suite.sidebyside import machine
 
 REPO = Path(__file__).resolve().parents[1]
 STORES = Path(__file__).resolve().parent / "stores"

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
-from shmref.driver import Driver, unit_for
-from shmref.model import FIXED, SEED, StoreModel
-from shmref.seedbuild import SeedError, build_seed_module
+from shmref.seed.build import SeedError, build_seed_module
+from shmref.store.driver import Driver
+from shmref.store.model import FIXED, SEED, StoreModel
+from shmref.store.values import unit_for
 from shmref.testing.machine import level_overrides, machine_for
 
 

@@ -57,10 +57,10 @@ def suite_collect(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_level_markers_select_their_conformance_groups() -> None:
     """`-m hardened` etc. (shmref/suite/conftest.py) keep exactly the tests of
-    that level's groups (shmref.testgroups), and no level takes a checker's
+    that level's groups (shmref.oracle.testgroups), and no level takes a checker's
     own self-test (not part of any group)."""
-    from shmref.testgroups import TEST_GROUPS, group_of
-    from shmref.verdict import LEVEL_MARKERS
+    from shmref.oracle.testgroups import TEST_GROUPS, group_of
+    from shmref.oracle.verdict import LEVEL_MARKERS
 
     selected: dict[str, set[str]] = {}
     for level, marker in LEVEL_MARKERS.items():

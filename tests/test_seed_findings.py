@@ -44,7 +44,7 @@ DEV_SHM = Path("/dev/shm")
 
 @pytest.fixture(scope="session")
 def seed(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    from shmref.seedbuild import build_seed_module, default_seed_path
+    from shmref.seed.build import build_seed_module, default_seed_path
 
     path = default_seed_path()
     if path is None or not path.is_file():
@@ -889,7 +889,7 @@ def test_f13_docstring_claims_refimpl(ref: ModuleType, shm: Shm) -> None:
 
 
 def test_seedbuild_missing_seed_is_a_clear_error(tmp_path: Path) -> None:
-    from shmref.seedbuild import SeedError, build_seed_module
+    from shmref.seed.build import SeedError, build_seed_module
 
     with pytest.raises(SeedError, match="missing seed .*absent.txt does not exist"):
         build_seed_module(tmp_path / "out", tmp_path / "absent.txt")
@@ -1143,7 +1143,7 @@ def test_f08_unread_head_does_not_block_reclamation_refimpl(ref: ModuleType, shm
 def _double_read(mod: ModuleType) -> tuple[Any, dict[int, int]]:
     """MCDoubleRead: reader 0 reads one delivery twice; reader 1's read completes
     the count while reader 0 is mid-read; the chunk is reclaimed and reused."""
-    from shmref.driver import Driver
+    from shmref.store.driver import Driver
 
     with Driver(mod, 4, n_readers=2, id_max=5, max_obj=2, layout=True) as story:
         k1 = ("k1", 0, 0)
@@ -1173,7 +1173,7 @@ def test_h1_double_read_is_refused_refimpl(ref: ModuleType) -> None:
 def _never_read_delivery(mod: ModuleType) -> tuple[list[str], int]:
     """MCLostReader: reader 1 never reads the first delivery (request aborted
     while queued); every later object is read by both readers."""
-    from shmref.driver import Driver
+    from shmref.store.driver import Driver
 
     with Driver(mod, 4, n_readers=2, id_max=64, max_obj=2, layout=True) as story:
         story.put("pinned", 1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref import manifest
+from shmref.tlc import manifest
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
 MODULE_LIMIT = 300  # lines

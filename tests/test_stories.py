@@ -12,13 +12,13 @@ from __future__ import annotations
 import pytest
 
 import refimpl
-from shmref.driver import Driver
+from shmref.store.driver import Driver
 
 
 @pytest.fixture(scope="module")
 def seed():
     try:
-        from shmref.seedbuild import build_seed_module
+        from shmref.seed.build import build_seed_module
 
         return build_seed_module()
     except Exception as exc:  # the seed text lives outside the repo

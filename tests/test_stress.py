@@ -20,8 +20,8 @@ import pytest
 
 import refimpl
 from bench import stress
-from shmref.mutants import build_mutant
-from shmref.readers import checksummed
+from shmref.seed.mutants import build_mutant
+from shmref.store.readers import checksummed
 
 PUTS = 2_000
 # A ring about two batches large: the writer wraps while readers still read
@@ -119,7 +119,7 @@ def test_the_stress_counts_torn_foreign_and_refused_reads():
 
 def test_the_checksum_catches_torn_and_foreign_values(impl):
     """The stress test's verifier must be able to fail."""
-    from shmref.readers import verify_many
+    from shmref.store.readers import verify_many
 
     ring = impl.SingleWriterShmRingBuffer(4096, create=True)
     writer = impl.SingleWriterShmObjectStorage(1024, 1, ring, reader_lock=mp.Lock())

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import refimpl
-from shmref import itf
-from shmref.driver import Driver
-from shmref.mutants import MUTATIONS, build_mutant
-from shmref.recorder import (
+from shmref.seed.mutants import MUTATIONS, build_mutant
+from shmref.store.driver import Driver
+from shmref.traces import itf, itf_cli
+from shmref.traces.recorder import (
     Recorder,
     Recording,
     random_workload,
@@ -28,7 +28,7 @@ from shmref.recorder import (
 
 pytestmark = pytest.mark.tlc
 
-STEPS, SEED = 300, 2  # a workload that every mutant of shmref.mutants fails
+STEPS, SEED = 300, 2  # a workload that every mutant of shmref.seed.mutants fails
 
 
 def record(impl, steps: int = STEPS, seed: int = SEED) -> Recording:
@@ -192,7 +192,7 @@ def test_recording_roundtrips_through_itf(recording, tmp_path: Path):
 def test_itf_recording_is_validated_by_the_cli(recording, tmp_path: Path, capsys):
     path = tmp_path / "run.itf.json"
     recording.save_itf(path)
-    assert itf.main(["validate", str(path)]) == 0
+    assert itf_cli.main(["validate", str(path)]) == 0
     assert "accepted" in capsys.readouterr().out
     doc = json.loads(path.read_text())
     k = next(
@@ -202,7 +202,7 @@ def test_itf_recording_is_validated_by_the_cli(recording, tmp_path: Path, capsys
     )
     doc["states"][k]["last_action"]["value"] = "<foreign>"
     path.write_text(json.dumps(doc))
-    assert itf.main(["validate", str(path)]) == 1
+    assert itf_cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     assert f"step {k} " in out and "last_action.value" in out
 
@@ -241,7 +241,7 @@ def test_broken_itf_recording_gets_one_clear_message(recording, case, tmp_path, 
         Recording.load(path)
     message = str(caught.value)
     assert f"state {k}, " in message and all(w in message for w in words), message
-    assert itf.main(["validate", str(path)]) == 2
+    assert itf_cli.main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"state {k}, " in err and "Traceback" not in err
 
@@ -275,7 +275,7 @@ def test_broken_itf_recording_gets_one_clear_message(recording, case, tmp_path, 
 def test_broken_plain_recording_gets_one_clear_message(tmp_path, capsys, data, words):
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(data))
-    assert itf.main(["validate", str(path)]) == 2
+    assert itf_cli.main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert all(w in err for w in words) and "Traceback" not in err, err
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from shmref.readers import ReaderProcess
+from shmref.store.readers import ReaderProcess
 
 RING_BYTES = 100 * 1024
 MAX_OBJECT = 10 * 1024

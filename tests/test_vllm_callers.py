@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from refimpl.serde import ObjectSerde
-from shmref.readers import ReaderProcess
+from shmref.store.readers import ReaderProcess
 
 WORLD_SIZE = 2
 RING_BYTES = 16 * 1024

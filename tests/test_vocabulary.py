@@ -1,4 +1,4 @@
-"""shmref.vocabulary: the one table of actions and outcomes agrees with the
+"""shmref.core.vocabulary: the one table of actions and outcomes agrees with the
 spec, the Driver and DESIGN.md, and outcomes are named by exception type and
 step, never by message text (each check is shown to catch a broken input)."""
 
@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 
 import refimpl
-from shmref import itf_schema, vocabulary
 from shmref.contract import MissingCapability
-from shmref.driver import Driver
-from shmref.impl import load_impl
-from shmref.paths import SPEC_DIR
-from shmref.recorder import Recorder
-from shmref.replay import step_call
-from shmref.vocabulary import HandleRejected, InjectedCopyFailure, classify
+from shmref.core import vocabulary
+from shmref.core.paths import SPEC_DIR
+from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure, classify
+from shmref.docgen import vocabulary_doc
+from shmref.seed.impl import load_impl
+from shmref.store.driver import Driver
+from shmref.traces import itf_schema
+from shmref.traces.recorder import Recorder
+from shmref.traces.replay import step_call
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_design_md_shows_the_generated_tables() -> None:
-    shown = vocabulary.documented_section((REPO / "DESIGN.md").read_text())
+    shown = vocabulary_doc.documented_section((REPO / "DESIGN.md").read_text())
     assert shown is not None, "DESIGN.md lacks the vocabulary markers"
-    assert shown.strip() == vocabulary.markdown().strip(), (
+    assert shown.strip() == vocabulary_doc.markdown().strip(), (
         "DESIGN.md is stale: paste `python -m shmref.vocabulary --markdown` between the markers"
     )
 
@@ -40,8 +42,8 @@ def test_a_stale_design_md_is_detected() -> None:
     text = (REPO / "DESIGN.md").read_text()
     stale = text.replace("| `get_copy` | reader |", "| `get_copy` | writer |")
     assert stale != text
-    assert vocabulary.documented_section(stale) != vocabulary.markdown()
-    assert vocabulary.documented_section("no markers here") is None
+    assert vocabulary_doc.documented_section(stale) != vocabulary_doc.markdown()
+    assert vocabulary_doc.documented_section("no markers here") is None
 
 
 def test_every_spec_action_is_in_the_table_and_nothing_more() -> None:
@@ -99,10 +101,10 @@ def test_driver_methods_take_the_tables_arguments() -> None:
 
 
 def test_check_and_markdown_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    assert vocabulary.main(["--check"]) == 0
+    assert vocabulary_doc.main(["--check"]) == 0
     assert "all consistent" in capsys.readouterr().out
-    assert vocabulary.main(["--markdown"]) == 0
-    assert capsys.readouterr().out == vocabulary.markdown()
+    assert vocabulary_doc.main(["--markdown"]) == 0
+    assert capsys.readouterr().out == vocabulary_doc.markdown()
 
 
 def test_lookups_name_what_is_unknown() -> None:

@@ -1,10 +1,11 @@
 """The suite's fixtures: the implementation under test (`--shmref-impl`,
 shmref.pytest_plugin) and rings that are closed after each test; and each
 test's level as a marker (`-m seed_compatible`, `-m hardened`,
-`-m protocol_safe`), from the conformance groups (shmref.testgroups)."""
+`-m protocol_safe`), from the conformance groups (shmref.oracle.testgroups)."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 from collections.abc import Callable, Generator, Iterator
 from types import ModuleType
 from typing import Any
@@ -13,11 +14,12 @@ import pytest
 
 from shmref import pytest_plugin, tlc
 from shmref.contract import MissingCapability
-from shmref.impl import load_impl
-from shmref.paths import SUITE_DIR
-from shmref.seedbuild import SeedMissing
-from shmref.testgroups import TEST_GROUPS, group_of
-from shmref.verdict import LEVEL_MARKERS
+from shmref.core.paths import SUITE_DIR
+from shmref.oracle.testgroups import TEST_GROUPS, group_of
+from shmref.oracle.verdict import LEVEL_MARKERS
+from shmref.seed.build import SeedMissing
+from shmref.seed.impl import load_impl
+from shmref.suite.stores import Writer
 
 
 @pytest.fixture(scope="session")
@@ -94,3 +96,51 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = group_of(node, TEST_GROUPS)
         if group is not None:
             item.add_marker(LEVEL_MARKERS[group.level])
+
+
+# -- the storage tests' writers and readers ------------------------------------------
+
+
+@pytest.fixture
+def reader_lock():
+    return mp.get_context("spawn").Lock()
+
+
+@pytest.fixture
+def store_factory(impl, ring_factory):
+    """Writer storages (no lock, as vLLM builds them) whose rings are cleaned
+    up by ring_factory."""
+    made: list[Writer] = []
+
+    def make(
+        buffer_size=1024, max_object_size=256, n_readers=1, id_max=None, lock=None, serde=None
+    ):
+        ring = ring_factory(buffer_size, id_max)
+        extra = {} if serde is None else {"serde_class": serde}
+        writer = Writer(
+            impl.SingleWriterShmObjectStorage(
+                max_object_size, n_readers, ring, reader_lock=lock, **extra
+            ),
+            ring,
+        )
+        made.append(writer)
+        return writer
+
+    yield make
+    for writer in made:
+        writer.close_segment()
+
+
+@pytest.fixture
+def attach(impl):
+    """In-process readers attached through the writer's handle, with a lock."""
+    readers = []
+
+    def make(writer):
+        reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.reader_handle())
+        readers.append(reader)
+        return reader
+
+    yield make
+    for reader in readers:
+        reader.close()

@@ -2,7 +2,7 @@
 
 The spec's models are run here with TLC (simulation with fixed seeds, and
 the allocator model's whole state graph), and every trace is replayed on real
-shared memory by `shmref.replay`. A trace that diverges fails the test with
+shared memory by `shmref.traces.replay`. A trace that diverges fails the test with
 the step-by-step table.
 """
 
@@ -13,10 +13,10 @@ import time
 import pytest
 
 from shmref import tlc
-from shmref.corpus import simulation_corpus, state_graph
-from shmref.mutants import build_mutant
-from shmref.paths import SPEC_DIR
-from shmref.replay import Replayer
+from shmref.core.paths import SPEC_DIR
+from shmref.seed.mutants import build_mutant
+from shmref.tlc.corpus import simulation_corpus, state_graph
+from shmref.traces.replay import Replayer
 
 pytestmark = pytest.mark.tlc
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from shmref.observe import Segment
+from shmref.store.observe import Segment
 
 ALWAYS = lambda _id, _buf: True  # noqa: E731
 NEVER = lambda _id, _buf: False  # noqa: E731

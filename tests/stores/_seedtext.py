@@ -1,5 +1,5 @@
 """Build a fixture store from the seed's text at import time: the port's
-source (shmref.port: the seed with its private names renamed), edited by
+source (shmref.seed.port: the seed with its private names renamed), edited by
 exact text substitutions, executed into the fixture module's namespace.
 Nothing of the seed is committed: only the edits."""
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shmref.port import render
-from shmref.seedbuild import build_seed_module
+from shmref.seed.build import build_seed_module
+from shmref.seed.port import render
 
 
 def port_source() -> str:

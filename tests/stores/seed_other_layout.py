@@ -1,6 +1,6 @@
 """A store that behaves exactly as the seed, on a segment laid out otherwise.
 
-The seed's classes (through shmref.port) with three byte-level changes a
+The seed's classes (through shmref.seed.port) with three byte-level changes a
 native store might make, none visible through the API (the same addresses,
 ids, sizes, values and exceptions as the seed):
 

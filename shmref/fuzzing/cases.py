@@ -1,0 +1,338 @@
+"""The bad calls, drawn by Hypothesis: every public method with wrong types,
+numeric look-alikes, huge and negative ints, forged, stale and absurd handles,
+bad keys and bad puts; each `Case` must raise ValueError (or TypeError for a
+wrong Python type)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import strategies as st
+
+from shmref.fuzzing.fixture import CAPACITY, MAX_OBJECT, Fixture
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call that must fail; `wrong_type` allows TypeError as well."""
+
+    label: str
+    call: Callable[[], Any]
+    wrong_type: bool
+
+
+def look_alikes(value: int) -> st.SearchStrategy[Any]:
+    """Wrong types, most of them equal to `value`."""
+
+    class SubInt(int):
+        pass
+
+    return st.sampled_from(
+        [
+            Fraction(value),
+            float(value),
+            Decimal(value),
+            complex(value, 0),
+            SubInt(value),
+            bool(value % 2),
+            str(value),
+            str(value).encode(),
+            None,
+            [value],
+            (value,),
+            object(),
+        ]
+    )
+
+
+def bad_int(low: int, high: int) -> st.SearchStrategy[int]:
+    """Ints outside [low, high]: just outside, far outside, astronomically outside."""
+    return st.one_of(
+        st.integers(min_value=low - 2**70, max_value=low - 1),
+        st.integers(min_value=high + 1, max_value=high + 2**70),
+        st.sampled_from([low - 1, high + 1, -(2**63), 2**64, 2**100]),
+    )
+
+
+KEYS_BAD_TYPE: st.SearchStrategy[Any] = st.sampled_from(
+    [None, 0, 1.5, b"key", ["k"], ("k",), {"k": 1}, Fraction(1)]
+)
+
+
+KEYS_NOT_UTF8: st.SearchStrategy[Any] = st.sampled_from(
+    ["\ud800", "a\udfffb", "live-0\ud83d", "\udc80" * 3]
+)
+UNSERIALIZABLE = st.sampled_from([object(), {1, 2}, 2**70, lambda: 1, range(3), 1j])
+
+
+NOT_SIGNATURES = st.one_of(
+    st.lists(st.integers(0, 255), max_size=31),
+    st.lists(st.integers(0, 255), min_size=33),
+    st.sampled_from([[256] * 32, [-1] * 32, [True] * 32, [1.0] * 32, bytes(32), "x" * 32]),
+)
+
+
+@st.composite
+def cases(draw: st.DrawFn, fx: Fixture, kind: str) -> Case:
+    """One call that must fail, over every public method and argument."""
+    good = draw(st.sampled_from(fx.good))
+    other = draw(st.sampled_from([h for h in fx.good if h is not good]))
+    w, r, ring, rring = fx.writer, fx.reader, fx.ring, fx.reader_ring
+    near_end = draw(st.integers(CAPACITY - 7, CAPACITY - 1)) + CAPACITY * draw(st.integers(0, 3))
+    absurd_id = draw(st.integers(2**31, 2**32 - 1))
+
+    def case(label: str, call: Callable[[], Any], wrong_type: bool = False) -> Case:
+        return Case(f"{kind}: {label}", call, wrong_type)
+
+    if kind == "writer get, look-alike id":
+        i = draw(look_alikes(good.monotonic_id))
+        return case(f"get({good.address}, {i!r})", lambda: w.get(good.address, i), True)
+    if kind == "writer get, look-alike address":
+        a = draw(look_alikes(good.address))
+        return case(f"get({a!r}, {good.monotonic_id})", lambda: w.get(a, good.monotonic_id), True)
+    if kind == "writer get, bad ints":
+        a = draw(st.sampled_from([near_end, -1, 2**64, -(2**70), 2**64 + good.address]))
+        i = draw(st.one_of(bad_int(0, 2**32 - 1), st.just(absurd_id), st.just(other.monotonic_id)))
+        return case(f"get({a}, {i})", lambda: w.get(a, i))
+    if kind == "reader get, forged":
+        sig = draw(
+            st.one_of(NOT_SIGNATURES, st.lists(st.integers(0, 255), min_size=32, max_size=32))
+        )
+        return case(
+            f"get(good, sig={sig!r:.40})",
+            lambda: r.get(good.address, good.monotonic_id, sig, good.key),
+        )
+    if kind == "reader get, signed absurd":
+        a = draw(st.sampled_from([near_end, good.address, 2**64 - 1, 2**63 + 5, good.address + 8]))
+        i = draw(st.sampled_from([absurd_id, other.monotonic_id]))
+        if a != good.address:  # inside an object, bytes could spell a live id
+            i = absurd_id
+        key = draw(st.sampled_from([good.key, "absurd"]))
+        sig = fx.sign(key, a, i)
+        return case(f"get({a}, {i}, signed, {key!r})", lambda: r.get(a, i, sig, key))
+    if kind == "reader get, stale":
+        h = draw(st.sampled_from(fx.stale))
+        call = draw(st.sampled_from(["get", "touch"]))
+        if call == "get":
+            return case(f"get(stale {h.key})", lambda: r.get(*h.args()))
+        return case(
+            f"touch(stale {h.key})", lambda: r.touch(h.key, h.address, h.monotonic_id, h.signature)
+        )
+    if kind == "reader get, wrong types":
+        field_name = draw(st.sampled_from(["address", "monotonic_id", "key"]))
+        args: dict[str, Any] = {
+            "address": good.address,
+            "monotonic_id": good.monotonic_id,
+            "key": good.key,
+        }
+        args[field_name] = draw(
+            KEYS_BAD_TYPE if field_name == "key" else look_alikes(args[field_name])
+        )
+        method = draw(st.sampled_from(["get", "touch", "verify_signature"]))
+        if method == "get":
+            return case(
+                f"get({args})",
+                lambda: r.get(args["address"], args["monotonic_id"], good.signature, args["key"]),
+                True,
+            )
+        if method == "touch":
+            return case(
+                f"touch({args})",
+                lambda: r.touch(args["key"], args["address"], args["monotonic_id"], good.signature),
+                True,
+            )
+        store = draw(st.sampled_from([w, r]))
+        return case(
+            f"verify_signature({args})",
+            lambda: store.verify_signature(
+                args["key"], args["address"], args["monotonic_id"], good.signature
+            ),
+            True,
+        )
+    if kind == "keys":
+        key = draw(st.one_of(KEYS_BAD_TYPE, KEYS_NOT_UTF8))
+        wrong = not isinstance(key, str)
+        method = draw(
+            st.sampled_from(
+                [
+                    "put",
+                    "get_cached",
+                    "get_signature",
+                    "is_cached",
+                    "touch",
+                    "reader touch",
+                    "reader get",
+                ]
+            )
+        )
+        calls: dict[str, Callable[[], Any]] = {
+            "put": lambda: w.put(key, "v"),
+            "get_cached": lambda: w.get_cached(key),
+            "get_signature": lambda: w.get_signature(key),
+            "is_cached": lambda: w.is_cached(key),
+            "touch": lambda: w.touch(key),
+            "reader touch": lambda: r.touch(key, good.address, good.monotonic_id, good.signature),
+            "reader get": lambda: r.get(good.address, good.monotonic_id, good.signature, key),
+        }
+        return case(f"{method}({key!r})", calls[method], wrong)
+    if kind == "bad puts":
+        what = draw(st.sampled_from(["duplicate", "unserializable", "too large", "reader"]))
+        if what == "duplicate":
+            return case(f"put({good.key!r}) again", lambda: w.put(good.key, b"x"))
+        if what == "unserializable":
+            value = draw(UNSERIALIZABLE)
+            return case(f"put(new, {type(value).__name__})", lambda: w.put("new", value))
+        if what == "too large":
+            n = draw(st.integers(MAX_OBJECT, 4 * MAX_OBJECT))
+            return case(f"put(new, {n} bytes)", lambda: w.put("new", b"x" * n))
+        return case("reader put", lambda: r.put("new", b"x"))
+    if kind == "reader writer-only":
+        method = draw(
+            st.sampled_from(
+                ["free_unused", "get_cached", "get_signature", "release_touches", "is_cached"]
+            )
+        )
+        calls = {
+            "free_unused": r.free_unused,
+            "release_touches": r.release_touches,
+            "get_cached": lambda: r.get_cached(good.key),
+            "get_signature": lambda: r.get_signature(good.key),
+            "is_cached": lambda: r.is_cached(good.key),
+        }
+        return case(f"reader {method}", calls[method])
+    if kind == "ring sizes":
+        size = draw(st.one_of(look_alikes(64), bad_int(1, 2**31 - 9)))
+        target = draw(st.sampled_from([ring, rring]))
+        who = "writer" if target is ring else "reader"
+        return case(
+            f"{who} allocate_buf({size!r})",
+            lambda: target.allocate_buf(size),
+            type(size) is not int,
+        )
+    if kind == "ring addresses":
+        a = draw(
+            st.sampled_from(
+                [st.just(near_end), look_alikes(good.address), bad_int(0, 2**64 - 1)]
+            ).flatmap(lambda strategy: strategy)
+        )
+        target = draw(st.sampled_from([ring, rring]))
+        how = draw(st.sampled_from(["access_buf", "read_header"]))
+
+        def access() -> Any:
+            if how == "read_header":
+                return target.read_header(a)
+            with target.access_buf(a) as got:
+                return got[1]
+
+        return case(f"{how}({a!r})", access, type(a) is not int)
+    if kind == "ring other":
+        what = draw(
+            st.sampled_from(
+                [
+                    "free_buf fn",
+                    "free_buf nbytes",
+                    "reader free_buf",
+                    "reader clear",
+                    "int2byte",
+                    "byte2int",
+                    "new ring",
+                    "attach",
+                ]
+            )
+        )
+        if what == "free_buf fn":
+            fn = draw(st.sampled_from([None, 1, "f", b"f"]))
+            return case(f"free_buf({fn!r})", lambda: list(ring.free_buf(fn)), True)
+        if what == "free_buf nbytes":
+            nbytes = draw(look_alikes(100).filter(lambda x: x is not None))  # None: all
+            return case(
+                f"free_buf(nbytes={nbytes!r})",
+                lambda: list(ring.free_buf(lambda *_: True, nbytes)),
+                True,
+            )
+        if what == "reader free_buf":
+            return case("reader free_buf", lambda: list(rring.free_buf(lambda *_: True)))
+        if what == "reader clear":
+            return case("reader ring clear", rring.clear)
+        if what == "int2byte":
+            n = draw(st.one_of(bad_int(-(2**31), 2**31 - 1), look_alikes(7)))
+            return case(f"int2byte({n!r})", lambda: ring.int2byte(n), type(n) is not int)
+        if what == "byte2int":
+            data = draw(st.sampled_from([None, 7, 1.5, "abcd", [1, 2, 3, 4], (1, 2)]))
+            return case(f"byte2int({data!r})", lambda: ring.byte2int(data), True)
+        if what == "new ring":
+            size = draw(st.one_of(look_alikes(128), bad_int(9, 2**63 - 33)))
+            return case(
+                f"ring({size!r}, create=True)",
+                lambda: _closing(fx.impl.SingleWriterShmRingBuffer(size, create=True)),
+                type(size) is not int,
+            )
+        name = draw(
+            st.one_of(KEYS_BAD_TYPE, KEYS_NOT_UTF8, st.sampled_from(["", "a/b", "x\0y", "z" * 300]))
+        )
+        return case(
+            f"ring(64, name={name!r})",
+            lambda: _closing(fx.impl.SingleWriterShmRingBuffer(64, name=name)),
+            not isinstance(name, str),
+        )
+    if kind == "store other":
+        what = draw(
+            st.sampled_from(
+                [m for m in ("get_copy", "get_end") if hasattr(r, m)]
+                + ["create_from_handle", "new store"]
+            )
+        )
+        thing = draw(st.sampled_from([None, 1, "read", b"", object(), (good.address,)]))
+        if what == "get_copy":
+            return case(f"get_copy({thing!r})", lambda: r.get_copy(thing), True)
+        if what == "get_end":
+            return case(f"get_end({thing!r})", lambda: r.get_end(thing), True)
+        if what == "create_from_handle":
+            return case(
+                f"create_from_handle({thing!r})",
+                lambda: _closing(fx.impl.SingleWriterShmObjectStorage.create_from_handle(thing)),
+                True,
+            )
+        position = draw(st.integers(0, 1))
+        store_args: list[Any] = [MAX_OBJECT, 1]
+        bad = draw(
+            st.one_of(
+                look_alikes(store_args[position]),
+                bad_int(1, 2**31 - 9) if position == 0 else bad_int(0, 2**31 - 1),
+            )
+        )
+        store_args[position] = bad
+        return case(
+            f"store{tuple(store_args)}",
+            lambda: fx.impl.SingleWriterShmObjectStorage(*store_args, ring),
+            type(bad) is not int,
+        )
+    raise AssertionError(kind)
+
+
+KINDS = (
+    "writer get, look-alike id",
+    "writer get, look-alike address",
+    "writer get, bad ints",
+    "reader get, forged",
+    "reader get, signed absurd",
+    "reader get, stale",
+    "reader get, wrong types",
+    "keys",
+    "bad puts",
+    "reader writer-only",
+    "ring sizes",
+    "ring addresses",
+    "ring other",
+    "store other",
+)
+
+
+def _closing(ring: Any) -> Any:
+    """A ring that was wrongly created: close it so the fuzz leaks nothing."""
+    ring.close()
+    return ring

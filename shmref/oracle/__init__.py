@@ -1,0 +1,2 @@
+"""The oracle: `python -m shmref.conformance` runs the suite, recordings and
+hazard replays in child processes and gives each level its verdict."""

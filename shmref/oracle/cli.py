@@ -1,0 +1,201 @@
+"""`make conformance IMPL=mod`: the oracle's report for an implementation.
+
+    python -m shmref.conformance --impl MODULE [--out DIR] [--quick]
+    python -m shmref.conformance --impl MODULE --hazard MCDoubleRead
+    python -m shmref.conformance --validate-trace recording.json
+
+The implementation is judged by the written contract (shmref.contract) and
+nothing else: a module lacking a required name is refused (exit 2, one line
+naming the module and the missing names). Against MODULE ('seed' builds the
+seed's own code) it runs the behavioural tests, the side-by-side tests with
+the seed and refimpl (test_layout.py), the TLC trace replays and the
+Hypothesis state machines (shmref.suite, run by pytest in this process);
+the hazard counterexamples of the spec's hazard models replayed
+on MODULE; and trace validation (a recorded run checked by TLC). It writes
+DIR/conformance.md and DIR/conformance.json (default DIR:
+./shmref-conformance/<module>), every property in one of three levels:
+
+- seed-compatible: what the seed's code does (values, exception types, ids,
+  addresses, segment bytes); the seed passes all of it by construction, and
+  where the seed's behaviour is a FINDINGS.md defect, refimpl's fix passes too.
+- hardened (optional): refimpl's fixes, each property naming the findings
+  it closes.
+- protocol-safe: the spec's replays and state machines pass, a recorded run
+  is a behaviour of the spec, and no hazard counterexample makes it return a
+  wrong value or count a read on another chunk. Hazards that no
+  seed-compatible implementation can close are reported as "assumption".
+
+Every property carries the seed's own result beside the implementation's
+(the seed baseline: one run, cached under DIR/seed-baseline). A property
+that needs an optional capability the module lacks is `not run: missing X`.
+Every failure comes with its shortest trace and one command that replays it
+when pasted into a fresh shell. Exit status: 0 if seed-compatible and
+protocol-safe pass (and hardened, unless it is left out with --level), 1
+otherwise, 2 for a module that does not import or lacks required names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from shmref.core import tables
+from shmref.core.paths import checkout
+from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+from shmref.oracle.run import DEFAULT_CALL_TIMEOUT, DEFAULT_TIMEOUT, load_checked, run
+from shmref.oracle.verdict import (
+    ASSUMPTION,
+    LEVELS,
+    NOT_RUN,
+    PASS,
+)
+from shmref.seed.impl import load_impl
+from shmref.traces.recorder import Recording, validate_either
+
+# -- trace validation -----------------------------------------------------------------------
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+# -- the seed baseline ---------------------------------------------------------------------
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad options are one line (and exit 2), never a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(
+        prog="python -m shmref.conformance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--impl",
+        help="module under test ('seed': the seed's own code; "
+        "'port': a port of it with other private names)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="report folder (default build/conformance/<module>)"
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer tests (well under 2 min)")
+    parser.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="with --quick: still run every pytest group (every property)",
+    )
+    parser.add_argument(
+        "--level",
+        action="append",
+        choices=LEVELS,
+        help="run only the checks of this level (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"a property still running after this long is TIMEOUT (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--call-timeout",
+        type=seconds,
+        default=DEFAULT_CALL_TIMEOUT,
+        metavar="SECONDS",
+        help="one call into the implementation that has not returned after this long makes "
+        f"its property TIMEOUT (default {DEFAULT_CALL_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="leave out the seed's own result beside each property (used for the seed's own run)",
+    )
+    parser.add_argument(
+        "--no-shrink",
+        action="store_true",
+        help="do not shrink failing examples (verdicts only; used for the seed's own run)",
+    )
+    parser.add_argument(
+        "--hazard", metavar="MODEL", help="only replay this hazard model's counterexample on --impl"
+    )
+    parser.add_argument(
+        "--validate-trace",
+        type=Path,
+        metavar="FILE",
+        help="check a recording (JSON, shmref.traces.recorder) with TLC",
+    )
+    args = parser.parse_args(argv)
+
+    if args.validate_trace:
+        result = validate_either(Recording.load(args.validate_trace))
+        print(result.explain())
+        return 0 if result.accepted else 1
+    if not args.impl:
+        parser.error("--impl MODULE is required")
+    found, problem = load_checked(args.impl)
+    if found is None:
+        print(problem, file=sys.stderr)
+        return 2
+    name = found["name"]
+    if args.hazard:
+        impl = load_impl(args.impl)
+        hazards = {h.model: h for h in HAZARDS}
+        if args.hazard not in hazards:
+            parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
+        hazard = hazards[args.hazard]
+        trace, source = hazard_trace(hazard.model)
+        if trace is None:
+            print(source)
+            return 2
+        check, replay = hazard_check(name, impl, hazard, trace, source)
+        print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}")
+        if replay is not None:
+            print(replay.table())
+        elif check.failures:
+            print(check.failures[0]["trace"])
+        print(f"{check.status.upper()}: {check.detail}")
+        return 0 if check.status in (PASS, ASSUMPTION) else 1
+    root = checkout()
+    default = root / "build" / "conformance" if root else Path.cwd() / "shmref-conformance"
+    out = (args.out or default / name).resolve()
+    report = run(
+        name,
+        out,
+        args.quick,
+        tuple(args.level or LEVELS),
+        baseline=not args.no_baseline,
+        shrink=not args.no_shrink,
+        all_groups=args.all_groups,
+        timeout=args.timeout,
+        call_timeout=args.call_timeout,
+        impl_root=found.get("root") or "",
+    )
+    rows = []
+    for level in report.levels:
+        not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)
+        status = report.level_status(level) + (f" ({not_run} not run)" if not_run else "")
+        rows.append((level, status, report.seed_levels.get(level, "")))
+    print(tables.text(("level", "result", "seed"), rows))
+    print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
+    return 0 if report.ok else 1

@@ -1,0 +1,366 @@
+"""The spec's hazard models: their TLC counterexamples replayed on an
+implementation, watched for a wrong value, a misplaced count or a chunk
+pinned for ever.
+
+Where the driver observes read counts (the store's declared count reader,
+or the segment's bytes under a layout claim: shmref.store.driver), a
+misplaced count shows at the step it happens. Elsewhere counts are observed
+through the API alone, as a black-box checker judges a store from its
+history (shmref.oracle.apicounts): after the trace, each live chunk gets one read
+fewer than it is owed, and free_unused must keep it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from shmref import contract, tlc
+from shmref.core import tables, vocabulary
+from shmref.core.paths import SPEC_DIR, cache_dir, cache_lock
+from shmref.oracle.apicounts import count_probe
+from shmref.oracle.verdict import (
+    ASSUMPTION,
+    ERROR,
+    FAIL,
+    NOT_RUN,
+    PASS,
+    PROTOCOL,
+    SKIP,
+    Check,
+    impl_arg,
+    shell,
+)
+from shmref.store.driver import Driver, Outcome
+from shmref.tlc.manifest import model_files
+from shmref.traces.replay import Replayer, describe
+
+
+@dataclass(frozen=True)
+class Hazard:
+    model: str
+    what: str
+    closable: bool  # False: no seed-compatible implementation can close it
+    liveness: bool = False
+    quick: bool = True  # TLC finds it in seconds (else only with a cached output)
+    expect: str = ""  # an unclosable hazard shows as this violation (else: a failure)
+
+
+HAZARDS: tuple[Hazard, ...] = (
+    Hazard("MCRingIdCollision", "ring: an allocation takes the id of a live chunk", True),
+    Hazard("MCIdCollision", "a put takes the id of a live chunk (ID_MAX live chunks)", True),
+    Hazard(
+        "MCDoubleRead",
+        "a reader reads a delivery twice; the other reader's read "
+        "of the reclaimed, reused chunk returns a foreign value",
+        True,
+    ),
+    Hazard(
+        "MCDoubleReadCount",
+        "the late increment of a read whose chunk was reused lands on the new chunk's count",
+        True,
+    ),
+    Hazard("MCClearInFlight", "clear() with a read in flight, the chunk reused under it", True),
+    Hazard(
+        "MCClearDrain",
+        "clear() with deliveries pending; a read begun after the clear meets the reused chunk",
+        True,
+    ),
+    Hazard(
+        "MCCopyFail",
+        "a read whose deserialization fails is never counted: the chunk is pinned forever",
+        True,
+        liveness=True,
+        quick=False,
+    ),
+    Hazard(
+        "MCIdWrap",
+        "ABA: ids wrap across clear() while a handle is outstanding; "
+        "the id check passes on another object (F4, a new secret on clear, closes it)",
+        True,
+    ),
+    Hazard(
+        "MCLostReader",
+        "a delivery is never read: its chunk is pinned forever "
+        "(assumption A1: each delivery is read by every reader)",
+        False,
+        liveness=True,
+        expect="stay pinned",
+    ),
+)
+
+
+# -- hazards ----------------------------------------------------------------------------
+
+
+def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | None, str]:
+    """The model's counterexample: from the user cache (keyed by the spec's
+    hash), or the log `make check` wrote after the spec's last change, or a
+    fresh TLC run (one process at a time per model)."""
+    with cache_lock("hazards", model):
+        return _hazard_trace(model, run_missing)
+
+
+def _hazard_trace(model: str, run_missing: bool) -> tuple[tlc.Trace | None, str]:
+    cache = cache_dir("hazards") / f"{model}.out"
+    sources = [cache]
+    check_out = cache_dir("tlc", keyed_by_spec=False) / f"{model}.out"
+    newest_spec = max(p.stat().st_mtime for p in SPEC_DIR.iterdir() if p.suffix in (".tla", ".cfg"))
+    if check_out.is_file() and check_out.stat().st_mtime > newest_spec:
+        sources.append(check_out)
+    for source in sources:
+        if source.is_file():
+            trace = tlc.parse_trace(tlc.parse_tool_output(source.read_text()))
+            if trace is not None:
+                return trace, str(source)
+    if not run_missing:
+        return None, "not run (--quick and no cached TLC output; run without --quick)"
+    run = tlc.run_tlc(
+        *model_files(model, SPEC_DIR),
+        workers=1,
+        extra_args=("-deadlock",),
+        timeout=600,
+        log_path=cache,
+    )
+    if run.trace is None:
+        return None, f"TLC found no counterexample: {run.summary()}"
+    return run.trace, str(cache)
+
+
+class StepError(Exception):
+    """An implementation raised something the contract does not allow at a step."""
+
+    def __init__(self, message: str, rows: list[tuple[int, str, str, str, str]]) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+
+@dataclass
+class HazardReplay:
+    hazard: Hazard
+    violation: str | None
+    rows: list[tuple[int, str, str, str, str]]  # step, action, spec, impl, note
+
+    def table(self) -> str:
+        return tables.text(("#", "action", "spec", "impl", "note"), self.rows)
+
+
+def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardReplay:
+    """Replay the counterexample on `impl`, whatever it answers, and watch for
+    the hazard: a read returning another key's value, a put/allocation taking
+    a live chunk's id, a chunk's count above the reads that named it, and
+    (liveness models) a chunk that stays pinned once every read is done."""
+    replayer = Replayer(impl, SPEC_DIR / f"{hazard.model}.cfg")
+    rows: list[tuple[int, str, str, str, str]] = []
+    reads: dict[tuple[int, int], list[Any]] = {}  # (id, address) -> [key, reads naming it]
+    owed: dict[tuple[int, int], int] = {}  # (id, address) -> handles issued (put, get_cached)
+    stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
+    violation: str | None = None
+    with replayer.driver() as driver:
+
+        def step(index: int, action: Mapping[str, Any], spec_outcome: str) -> str | None:
+            name = action["name"]
+            reader = replayer.reader(action["reader"]) if "reader" in action else None
+            before = driver.observe()
+            note = ""
+            if name in ("get_copy", "get_end") and reader not in stage:
+                outcome, note = Outcome("-"), "no read in flight on the impl"
+            elif name == "get_end" and stage[reader][0] == "failed":
+                outcome, note = Outcome("DeserializeError"), "the read ended at get_copy"
+                stage.pop(reader)
+            else:
+                outcome = replayer.perform(driver, action)
+            handle = tuple(action.get("handle", ()))
+            if name == "get_begin" and outcome.status == "ok":
+                stage[reader] = ("open", handle)
+            elif name == "get_copy" and reader in stage:
+                if outcome.status == "ok":
+                    stage[reader] = ("copied", stage[reader][1])
+                else:  # the impl raised at the copy: its read is over, uncounted
+                    assert reader is not None
+                    driver.readers[reader].abandon()
+                    stage[reader] = ("failed", stage[reader][1])
+            elif name == "get_end" and reader in stage:
+                handle = stage.pop(reader)[1]
+                if outcome.status in ("ok", "DeserializeError"):
+                    entry = reads.get((handle[2], handle[1]))
+                    if entry is not None and entry[0] == handle[0]:
+                        entry[1] += 1
+            after = driver.observe()
+            problem = None
+            if vocabulary.action(name).allocates and outcome.status == "ok":
+                address, chunk_id = outcome.result
+                if chunk_id in before.get("metadata", {}):
+                    problem = f"got id {chunk_id}, the id of a live chunk"
+                reads[(chunk_id, address)] = [action.get("key", ""), 0]
+                owed[(chunk_id, address)] = 0
+            if name in ("put", "get_cached") and outcome.status == "ok":
+                issued = (outcome.result[1], outcome.result[0])
+                owed[issued] = owed.get(issued, 0) + 1
+            if name == "get_end" and outcome.status == "ok" and outcome.result != handle[0]:
+                problem = (
+                    f"the read of {_handle_text(handle)} returned "
+                    f"{outcome.result!s}'s value, not {handle[0]}'s"
+                )
+            live = after.get("metadata", {})
+            if len(live) >= replayer.constants["ID_MAX"] and problem is None:
+                problem = (
+                    f"{len(live)} live chunks with ID_MAX {replayer.constants['ID_MAX']}:"
+                    " the live id range is ambiguous (the next id is a live one)"
+                )
+            for key in [k for k in reads if live.get(k[0]) != k[1]]:
+                del reads[key]
+                owed.pop(key, None)
+            for chunk_id, address in live.items():
+                count = after.get("counts", {}).get(chunk_id)
+                named = reads.get((chunk_id, address), [None, 0])[1]
+                if count is not None and count > named and problem is None:
+                    problem = (
+                        f"chunk id {chunk_id} at {address} has count {count} but "
+                        f"only {named} read(s) named it"
+                    )
+            shown = outcome.status
+            if vocabulary.action(name).places and outcome.status == "ok":
+                shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
+            rows.append(
+                (
+                    index,
+                    describe(action),
+                    spec_outcome,
+                    shown,
+                    ("VIOLATION: " + problem) if problem else note,
+                )
+            )
+            return problem
+
+        for state in trace.states[1:]:
+            action = state.vars["last_action"]
+            try:
+                violation = step(state.index, action, action.get("outcome", "ok"))
+            except contract.MissingCapability:
+                raise
+            except Exception as exc:  # the implementation's, named with its step
+                raise StepError(
+                    f"step {state.index}, {describe(action)}: the implementation "
+                    f"raised {type(exc).__name__}: {exc}",
+                    rows,
+                ) from exc
+            if violation:
+                break
+        if hazard.liveness and violation is None:
+            violation = settle(driver, replayer, trace, stage, rows, step)
+        elif violation is None and driver.writer is not None and "counts" not in driver.observe():
+            index = trace.states[-1].index + 1
+            violation = count_probe(driver, replayer, reads, owed, stage, rows, step, index)
+    return HazardReplay(hazard, violation, rows)
+
+
+def settle(
+    driver: Driver,
+    replayer: Replayer,
+    trace: tlc.Trace,
+    stage: dict[Any, tuple[str, tuple[Any, ...]]],
+    rows: list[Any],
+    step: Any,
+) -> str | None:
+    """After a liveness counterexample: finish every read in flight, read
+    every pending delivery, release touches and free; all chunks must go."""
+    last = trace.states[-1]
+    index = last.index + 1
+    names = replayer.readers
+    for reader in list(stage):
+        if stage[reader][0] == "open":
+            step(index, {"name": "get_copy", "reader": names[reader]}, "(settle)")
+            index += 1
+        step(index, {"name": "get_end", "reader": names[reader]}, "(settle)")
+        index += 1
+    inbox = last.vars.get("inbox", {})
+    for name in names:
+        bag = inbox.get(name, ()) if isinstance(inbox, Mapping) else ()
+        for handle, copies in bag.items() if isinstance(bag, Mapping) else ():
+            for _ in range(copies):
+                reader = replayer.reader(name)
+                step(index, {"name": "get_begin", "reader": name, "handle": handle}, "(settle)")
+                index += 1
+                if reader in stage:
+                    step(index, {"name": "get_copy", "reader": name}, "(settle)")
+                    step(index + 1, {"name": "get_end", "reader": name}, "(settle)")
+                    index += 2
+    for name in ("release_touches", "free_unused", "free_unused"):
+        step(index, {"name": name}, "(settle)")
+        index += 1
+    pinned = driver.observe().get("metadata", {})
+    if pinned:
+        problem = (
+            f"chunk(s) {sorted(pinned)} stay pinned after every read is done "
+            "(free_unused can never reclaim them)"
+        )
+        rows.append((index, "(end)", "", "", "VIOLATION: " + problem))
+        return problem
+    return None
+
+
+def _handle_text(handle: tuple[Any, ...]) -> str:
+    return "<<" + ", ".join(str(x) for x in handle) + ">>"
+
+
+def hazard_check(
+    name: str, impl: ModuleType, hazard: Hazard, trace: tlc.Trace | None, source: str
+) -> tuple[Check, HazardReplay | None]:
+    what = hazard.what
+    label = f"hazard {hazard.model}"
+    if trace is None:
+        status = NOT_RUN if source.startswith("not run: missing") else SKIP
+        return Check(PROTOCOL, label, what, status, detail=source), None
+    command = hazard_command(name, hazard, impl)
+    try:
+        replay = replay_hazard(impl, hazard, trace)
+    except contract.MissingCapability as exc:
+        return Check(PROTOCOL, label, what, NOT_RUN, detail=str(exc)), None
+    except StepError as exc:  # an implementation crash is a failure, named by its step
+        check = Check(PROTOCOL, label, what, ERROR, detail=str(exc))
+        table = HazardReplay(hazard, str(exc), exc.rows).table()
+        check.failures.append(
+            {"case": hazard.model, "trace": f"{exc}\n{table}", "command": command}
+        )
+        return check, None
+    except Exception as exc:  # building the driver (constructor, handle) failed
+        check = Check(
+            PROTOCOL,
+            label,
+            what,
+            ERROR,
+            detail=f"setting up the replay: {type(exc).__name__}: {exc}",
+        )
+        check.failures.append({"case": hazard.model, "trace": check.detail, "command": command})
+        return check, None
+    if replay.violation is None:
+        return Check(
+            PROTOCOL, label, what, PASS, detail=f"closed (counterexample from {source})"
+        ), replay
+    status = FAIL
+    if not hazard.closable and hazard.expect in replay.violation:
+        status = ASSUMPTION
+    check = Check(PROTOCOL, label, what, status, detail=replay.violation)
+    if status == ASSUMPTION:
+        check.detail = "open, as for every seed-compatible implementation: " + replay.violation
+    elif not hazard.closable:
+        check.detail = (
+            f"a violation other than the hazard's own ({hazard.expect!r}): " + replay.violation
+        )
+    check.failures.append(
+        {
+            "case": hazard.model,
+            "trace": f"TLC counterexample of spec/{hazard.model} ({source}), "
+            f"replayed on {name}:\n{replay.table()}",
+            "command": command,
+        }
+    )
+    return check, replay
+
+
+def hazard_command(name: str, hazard: Hazard, impl: ModuleType | None = None) -> str:
+    return shell(
+        f"python -m shmref.conformance --impl {impl_arg(name)} --hazard {hazard.model}", impl
+    )

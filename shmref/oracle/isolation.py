@@ -1,0 +1,310 @@
+"""The oracle's side of a conformance run: the implementation runs in a
+child process (shmref.oracle.worker), so that a store that segfaults, exits or
+hangs gets a verdict instead of taking the oracle down with it.
+
+The child writes an event per test start, outcome and end. When it dies in
+the middle of a property, that property is CRASH; when a call into the
+implementation does not return within `call_timeout`, or a property runs
+past `timeout`, the child's whole process group is killed and the property
+is TIMEOUT. Either way a new child goes on with what is left (as
+deqp-runner does), and the segments and semaphores the dead processes left
+in /dev/shm (new since the child started, held by no live process) are
+removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shmref.oracle.verdict import CRASH, TIMEOUT
+
+SHM = Path("/dev/shm")
+POLL = 0.1  # seconds between looks at the child
+STARTUP = 120.0  # seconds a new child may take to start beating
+LOG_TAIL = 25  # lines of the child's output kept in a CRASH's detail
+
+Unit = tuple[str, str]  # (level, property)
+
+
+@dataclass
+class Incident:
+    status: str  # CRASH or TIMEOUT
+    detail: str
+    node: str | None = None  # the suite test that was running, if any
+
+
+@dataclass
+class Outcome:
+    """What all the children together reported."""
+
+    cases: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> worst result
+    checks: list[dict[str, Any]] = field(default_factory=list)  # hazard checks (asdict)
+    recordings: list[tuple[str, str | None, bool]] = field(default_factory=list)
+    incidents: dict[Unit, Incident] = field(default_factory=dict)
+    collect_errors: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # a child that died outside any property
+    removed: list[str] = field(default_factory=list)  # what dead children left in /dev/shm
+    children: int = 0
+
+    RANK = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
+
+    def keep_case(self, node: str, status: str, text: str) -> None:
+        known = self.cases.get(node)
+        if known is None or self.RANK[status] > self.RANK[known["status"]]:
+            self.cases[node] = {"node": node, "status": status, "text": text}
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment, with this process's import path (the
+    implementation and shmref import in the child as they did here)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def signal_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+# -- /dev/shm ------------------------------------------------------------------------------
+
+
+def shm_names() -> set[str]:
+    try:
+        return set(os.listdir(SHM))
+    except OSError:
+        return set()
+
+
+def held_inodes() -> set[int]:
+    """Inodes of /dev/shm files that a live process has open or mapped. By
+    inode, not name: glibc's sem_open maps a temporary file, then links it
+    to the semaphore's name, so a mapping shows another (deleted) name."""
+    held: set[int] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    if "/dev/shm/" in line:
+                        held.add(int(line.split()[4]))
+        except (OSError, ValueError, IndexError):
+            pass  # gone, or not ours to read
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/shm/"):
+                    held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+            except OSError:
+                continue
+    return held
+
+
+def orphans(before: set[str]) -> list[str]:
+    """What appeared in /dev/shm since `before` that no live process holds."""
+    new = shm_names() - before
+    if not new:
+        return []
+    held = held_inodes()
+    found = []
+    for name in sorted(new):
+        try:
+            if os.stat(SHM / name).st_ino not in held:
+                found.append(name)
+        except OSError:
+            continue
+    return found
+
+
+def remove_orphans(before: set[str]) -> list[str]:
+    """Remove what appeared in /dev/shm since `before` and no live process
+    holds: what the dead child's processes left."""
+    removed = []
+    for name in orphans(before):
+        try:
+            (SHM / name).unlink()
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+# -- one child -------------------------------------------------------------------------------
+
+
+class Child:
+    """One worker process and the events it has written so far."""
+
+    def __init__(self, job: dict[str, Any], out: Path, number: int) -> None:
+        folder = out / "workers"  # one job, event stream and log per child
+        folder.mkdir(parents=True, exist_ok=True)
+        self.job_path = folder / f"{number}.json"
+        self.events_path = folder / f"{number}.jsonl"
+        self.log_path = folder / f"{number}.log"
+        self.job_path.write_text(json.dumps(job))
+        self.events_path.write_text("")
+        self.offset = 0
+        self.shm_before = shm_names()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "shmref.oracle.worker",
+                    str(self.job_path),
+                    str(self.events_path),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=child_env(),
+                start_new_session=True,  # its own process group: killed as one
+            )
+
+    def events(self) -> list[dict[str, Any]]:
+        with open(self.events_path, encoding="utf-8") as file:
+            file.seek(self.offset)
+            text = file.read()
+        complete = text[: text.rfind("\n") + 1]
+        self.offset += len(complete.encode())
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.process.wait()
+
+    def log_tail(self) -> str:
+        lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        return "\n".join(lines[-LOG_TAIL:])
+
+
+def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: float) -> Outcome:
+    """Run `job` in children until every part of it has a result."""
+    outcome = Outcome()
+    job = {**job, "skip_nodes": [], "skip_units": [], "call_timeout": call_timeout}
+    while True:
+        outcome.children += 1
+        child = Child(job, out, outcome.children)
+        ended, unit, node = watch(child, outcome, timeout, call_timeout)
+        # the group's stragglers (readers the tests spawned, a resource tracker)
+        try:
+            os.killpg(child.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if ended:
+            return outcome
+        outcome.removed += remove_orphans(child.shm_before)
+        code = child.process.returncode
+        if unit is None:  # died outside any property (at start, on import)
+            outcome.problems.append(
+                f"the implementation's process {signal_text(code)} outside any property:\n"
+                + child.log_tail()
+            )
+            return outcome
+        if unit not in outcome.incidents:
+            outcome.incidents[unit] = Incident(
+                CRASH,
+                f"the implementation's process {signal_text(code)}"
+                + (f" in {node}" if node else "")
+                + ":\n"
+                + child.log_tail(),
+                node,
+            )
+        job["skip_units"] = [list(u) for u in outcome.incidents]
+        job["skip_nodes"] = sorted(outcome.cases)
+        done = {path for path, _, _ in outcome.recordings}
+        job["recordings"] = [r for r in job["recordings"] if r["path"] not in done]
+        judged = {c["name"] for c in outcome.checks}
+        job["hazards"] = [h for h in job["hazards"] if f"hazard {h}" not in judged]
+
+
+def watch(
+    child: Child, outcome: Outcome, timeout: float, call_timeout: float
+) -> tuple[bool, Unit | None, str | None]:
+    """Follow `child` until it ends or is killed: (ended normally, the
+    property that was running, the test that was running)."""
+    unit: Unit | None = None
+    node: str | None = None
+    spent: dict[Unit, float] = {}
+    last = beat = time.monotonic()
+    grace = STARTUP  # before its first beat: Python, pytest and the implementation import
+    while True:
+        alive = child.process.poll() is None
+        now = time.monotonic()
+        if unit is not None:
+            spent[unit] = spent.get(unit, 0.0) + now - last
+        last = now
+        for event in child.events():
+            kind = event["e"]
+            if kind == "beat":
+                beat, grace = now, max(call_timeout, 10.0)
+            elif kind == "start":
+                unit = (event["unit"][0], event["unit"][1]) if event["unit"] else None
+                node = event.get("node")
+            elif kind == "case":
+                outcome.keep_case(event["node"], event["status"], event["text"])
+            elif kind == "finish":
+                unit = node = None
+            elif kind == "recording":
+                outcome.recordings.append(
+                    (event["path"], event["error"], event.get("missing", False))
+                )
+                unit = None
+            elif kind == "check":
+                outcome.checks.append(event["check"])
+                unit = None
+            elif kind == "collect_error":
+                outcome.collect_errors.append(event["text"])
+            elif kind == "stall" and unit is not None:
+                detail = event["detail"] + (f" in {node}" if node else "")
+                outcome.incidents[unit] = Incident(TIMEOUT, detail + ":\n" + event["stack"], node)
+                child.kill()
+                return False, unit, node
+            elif kind == "end":
+                child.process.wait()
+                return True, None, None
+        if not alive:
+            return False, unit, node
+        if unit is not None and spent.get(unit, 0.0) > timeout:
+            outcome.incidents[unit] = Incident(
+                TIMEOUT,
+                f"the property ran past --timeout {timeout:g} s"
+                + (f" (in {node})" if node else ""),
+                node,
+            )
+            child.kill()
+            return False, unit, node
+        if now - beat > grace:
+            if unit is None:
+                outcome.problems.append(
+                    f"the implementation's process stopped answering for {now - beat:.0f} s"
+                )
+                child.kill()
+                return True, None, None
+            outcome.incidents[unit] = Incident(
+                TIMEOUT,
+                f"the implementation's process stopped answering for "
+                f"{now - beat:.0f} s (a call holding the GIL?)" + (f" in {node}" if node else ""),
+                node,
+            )
+            child.kill()
+            return False, unit, node
+        time.sleep(POLL)

@@ -1,0 +1,151 @@
+"""The conformance report: every property's check in its level, written as
+conformance.json and conformance.md (failures with their trace and a replay command)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shmref.core import tables
+from shmref.oracle.verdict import (
+    ASSUMPTION,
+    BAD,
+    LEVEL_MEANING,
+    LEVELS,
+    NOT_RUN,
+    PASS,
+    Check,
+    impl_arg,
+    level_status,
+)
+
+SHOWN_LINES = 80  # longer traces: head and tail in the report, all of it in a file
+
+
+@dataclass
+class Report:
+    impl: str
+    quick: bool
+    checks: list[Check]
+    seconds: float
+    not_run: list[str]
+    levels: tuple[str, ...] = LEVELS
+    seed_levels: dict[str, str] = field(default_factory=dict)  # the seed's level results
+
+    def level_status(self, level: str) -> str:
+        return level_status(self.checks, level, self.levels)
+
+    @property
+    def ok(self) -> bool:
+        return all(self.level_status(level) == PASS for level in self.levels)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "impl": self.impl,
+            "quick": self.quick,
+            "seconds": round(self.seconds, 1),
+            "ok": self.ok,
+            "not_run": self.not_run,
+            "levels": {
+                level: {
+                    "status": self.level_status(level),
+                    "seed": self.seed_levels.get(level, ""),
+                    "meaning": LEVEL_MEANING[level],
+                    "checks": [asdict(c) for c in self.checks if c.level == level],
+                }
+                for level in LEVELS
+            },
+        }
+
+    def markdown(self, out: Path | None = None) -> str:
+        lines = [
+            f"# Conformance of `{self.impl}`",
+            "",
+            f"{'Quick' if self.quick else 'Full'} run of `python -m shmref.conformance "
+            f"--impl {impl_arg(self.impl)}{' --quick' if self.quick else ''}`, "
+            f"{self.seconds:.0f} s. Reference: the seed's own code (column `seed`: its "
+            "result on the same property), refimpl and spec/ShmObjectStorage.tla.",
+            "",
+        ]
+        summary = []
+        for level in self.levels:
+            failing = sum(1 for c in self.checks if c.level == level and c.status in BAD)
+            assumed = sum(1 for c in self.checks if c.level == level and c.status == ASSUMPTION)
+            not_run = sum(1 for c in self.checks if c.level == level and c.status == NOT_RUN)
+            notes = [f"{assumed} assumption{'s' if assumed > 1 else ''}"] * bool(assumed)
+            notes += [f"{not_run} not run"] * bool(not_run)
+            result = self.level_status(level) + (f" ({', '.join(notes)})" if notes else "")
+            summary.append(
+                (
+                    level,
+                    f"**{result}**",
+                    self.seed_levels.get(level, ""),
+                    failing,
+                    LEVEL_MEANING[level],
+                )
+            )
+        lines.append(
+            tables.markdown(("level", "result", "seed", "failing properties", "meaning"), summary)
+        )
+        for level in self.levels:
+            lines += ["", f"## {level}: {self.level_status(level)}", ""]
+            rows = [
+                (
+                    c.status,
+                    c.seed,
+                    f"`{c.name}`",
+                    c.cases,
+                    "; ".join(t for t in (c.what, c.detail) if t),
+                )
+                for c in self.checks
+                if c.level == level
+            ]
+            lines.append(
+                tables.markdown(("result", "seed", "property", "cases", "what / detail"), rows)
+            )
+        failures = [c for c in self.checks if c.failures]
+        if failures:
+            lines += [
+                "",
+                "## Failures, each with its shortest trace and one replay command",
+                "",
+                "Each command works pasted into a fresh shell.",
+            ]
+        number = 0
+        for c in failures:
+            lines += ["", f"### {c.level}: `{c.name}` ({c.status}; the seed: {c.seed or '?'})", ""]
+            for f in c.failures[:4]:
+                number += 1
+                trace = f["trace"].strip().splitlines()
+                if len(trace) > SHOWN_LINES and out is not None:
+                    path = out / "failures" / f"{number}.txt"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text("\n".join(trace) + "\n")
+                    trace = [
+                        *trace[:15],
+                        f"... {len(trace) - 75} lines (all of them in {path}) ...",
+                        *trace[-60:],
+                    ]
+                lines += [
+                    f"`{f['case']}`",
+                    "",
+                    "```",
+                    *trace,
+                    "```",
+                    "",
+                    "Replay:",
+                    "",
+                    "```sh",
+                    f["command"],
+                    "```",
+                    "",
+                ]
+            if len(c.failures) > 4:
+                lines.append(
+                    f"... and {len(c.failures) - 4} more failing case(s): "
+                    + ", ".join(f"`{f['case']}`" for f in c.failures[4:])
+                )
+        if self.not_run:
+            lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,201 @@
+"""One conformance run: the implementation's checks in child processes
+(shmref.oracle.isolation), then the protocol checks and the seed baseline; the report written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shmref import tlc
+from shmref.oracle.baseline import SeedBaseline, attach_baseline
+from shmref.oracle.hazards import HAZARDS, hazard_trace
+from shmref.oracle.isolation import child_env, run_isolated, signal_text
+from shmref.oracle.report import Report
+from shmref.oracle.testgroups import (
+    NOT_RUN_GROUPS,
+    TEST_GROUPS,
+    TestGroup,
+    pytest_checks,
+)
+from shmref.oracle.validation import isolated_protocol_checks
+from shmref.oracle.verdict import (
+    ERROR,
+    LEVELS,
+    PROTOCOL,
+    Check,
+    impl_arg,
+    level_status,
+)
+from shmref.seed.build import SeedError
+from shmref.testing import profiles
+
+DEFAULT_TIMEOUT = 300.0  # seconds per property (the longest take about a minute on 2 cores)
+
+
+DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
+
+
+def fresh(out: Path) -> None:
+    """No report of an earlier run may stand in `out` as if it were this one's."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("conformance.json", "conformance.md"):
+        (out / stale).unlink(missing_ok=True)
+    for folder in ("failures", "trace", "workers"):
+        shutil.rmtree(out / folder, ignore_errors=True)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def selected_groups(quick: bool, levels: Sequence[str], all_groups: bool) -> list[TestGroup]:
+    return [g for g in TEST_GROUPS if (g.quick or not quick or all_groups) and g.level in levels]
+
+
+def run(
+    name: str,
+    out: Path,
+    quick: bool,
+    levels: Sequence[str] = LEVELS,
+    *,
+    baseline: bool = True,
+    all_groups: bool = False,
+    shrink: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    impl_root: str | None = None,
+) -> Report:
+    """One conformance run; the implementation runs in child processes
+    (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
+    when `quick` (every property name, with quick TLC and recordings);
+    `shrink` False: failing examples are not shrunk (verdicts only)."""
+    started = time.monotonic()
+    fresh(out)
+    groups = selected_groups(quick, levels, all_groups)
+    not_run = [NOT_RUN_GROUPS] + [
+        g.select for g in TEST_GROUPS if g not in groups and g.level in levels
+    ]
+    seed_run: SeedBaseline | None = None
+    seed_problem = ""
+    if baseline and name != "shmref_seed":
+        seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout)
+        try:
+            seed_run.start()
+        except SeedError as exc:
+            seed_run, seed_problem = None, str(exc)
+    protocol = PROTOCOL in levels
+    no_tlc = tlc.unavailable()
+    if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
+        print(f"shmref: {no_tlc}", file=sys.stderr)
+
+    def fetch_traces() -> None:
+        """TLC (no shared memory) warms the hazards' cache while the child works."""
+        for hazard in HAZARDS if not no_tlc else ():
+            try:
+                hazard_trace(hazard.model, run_missing=not quick or hazard.quick)
+            except tlc.TlcError:
+                pass  # the child reports it on the hazard's property
+
+    fetcher = threading.Thread(target=fetch_traces)
+    if protocol:
+        fetcher.start()
+    profile = profiles.for_run(quick, shrink)
+    recordings: list[dict[str, Any]] = [
+        {"path": str(out / f"recording-{seed}.json"), "steps": 150 if quick else 300, "seed": seed}
+        for seed in (((1,) if quick else (1, 2)) if protocol else ())
+    ]
+    for item in recordings:
+        Path(item["path"]).unlink(missing_ok=True)
+    job = {
+        "name": name,
+        "impl_arg": impl_arg(name),
+        "out": str(out),
+        "profile": profile,
+        "levels": list(levels),
+        "groups": [g.label for g in groups],
+        "recordings": recordings,
+        "hazards": [h.model for h in HAZARDS] if protocol else [],
+        "run_missing": not quick,
+    }
+    outcome = run_isolated(job, out, timeout, call_timeout)
+    if protocol:
+        fetcher.join()
+
+    checks: list[Check] = [
+        Check(levels[0], "the run", "the implementation's processes", ERROR, detail=problem)
+        for problem in outcome.problems
+    ]
+    if groups and (outcome.collect_errors or not (outcome.cases or outcome.incidents)):
+        checks.append(
+            Check(
+                groups[0].level,
+                "pytest",
+                "the test run",
+                ERROR,
+                detail=(
+                    "\n".join(outcome.collect_errors) or "no test ran (see workers/*.log)"
+                ).strip()[-500:],
+            )
+        )
+    root = impl_root if impl_root is not None else ""
+    checks += pytest_checks(
+        name, groups, list(outcome.cases.values()), root or None, profile, outcome.incidents
+    )
+    checks += isolated_protocol_checks(name, out, outcome, protocol, no_tlc, root or None)
+    run_levels = tuple(level for level in LEVELS if level in levels)
+    seed_levels: dict[str, str] = {}
+    if name == "shmref_seed":
+        for check in checks:
+            check.seed = check.status
+        seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
+    elif seed_run is not None:
+        try:
+            seed_levels = attach_baseline(checks, seed_run.report(out))
+        except SeedError as exc:
+            seed_problem = str(exc)
+    if seed_problem:  # no seed text here, or its run failed: say so beside every property
+        for check in checks:
+            check.seed = "no seed"
+        not_run.append(f"the seed baseline ({seed_problem})")
+    if outcome.removed:
+        shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
+        not_run.append(
+            f"{len(outcome.removed)} entries the implementation's dead processes left in "
+            f"/dev/shm were removed ({shown})"
+        )
+    report = Report(
+        name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
+    )
+    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
+    write_atomically(out / "conformance.md", report.markdown(out))
+    return report
+
+
+def load_checked(module: str) -> tuple[dict[str, str] | None, str]:
+    """What a child process found of `module` (its name and import root), or
+    None and one line saying why it cannot be judged. The import happens in
+    the child: a module that crashes on import does not take the oracle down."""
+    found = subprocess.run(
+        [sys.executable, "-m", "shmref.oracle.worker", "--check", module],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+    lines = found.stdout.strip().splitlines()
+    if found.returncode == 0 and lines:
+        answer: dict[str, str] = json.loads(lines[-1])
+        return (None, answer["problem"]) if answer.get("problem") else (answer, "")
+    tail = (found.stderr.strip().splitlines() or [""])[-1]
+    return None, f"{module}: importing it {signal_text(found.returncode)}: {tail}".rstrip(": ")

@@ -1,0 +1,130 @@
+"""The protocol checks judged here, not in the child: trace validation of the
+child's recordings by TLC, and the hazard replays the child judged or lost."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+from types import ModuleType
+
+from shmref import contract, tlc
+from shmref.core.paths import cache_dir
+from shmref.oracle.hazards import HAZARDS
+from shmref.oracle.isolation import Outcome
+from shmref.oracle.verdict import (
+    ERROR,
+    FAIL,
+    NOT_RUN,
+    PASS,
+    PROTOCOL,
+    Check,
+    impl_arg,
+    shell,
+)
+from shmref.oracle.worker import RECORDING_UNIT
+from shmref.traces.recorder import Recording, validate_either
+
+
+def validation_check(
+    name: str,
+    recordings: list[tuple[Path, Recording | Exception]],
+    out: Path,
+    impl: ModuleType | str | None = None,
+) -> Check:
+    what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
+    check = Check(PROTOCOL, "trace validation", what, PASS)
+    notes = []
+    for path, recording in recordings:
+        command = shell(
+            f"python -m shmref.conformance --validate-trace {shlex.quote(str(path.resolve()))}",
+            None,
+        )
+        if isinstance(recording, contract.MissingCapability):
+            check.status, check.detail = NOT_RUN, str(recording)
+            return check
+        if isinstance(recording, Exception):  # no file to validate: re-record instead
+            check.status = ERROR
+            check.failures.append(
+                {
+                    "case": path.name,
+                    "command": shell(
+                        f"python -m shmref.conformance --impl {impl_arg(name)} "
+                        f"--level {PROTOCOL} --out "
+                        f"{shlex.quote(str(out.resolve()))}",
+                        impl,
+                    ),
+                    "trace": f"recording the run crashed: {type(recording).__name__}: {recording}",
+                }
+            )
+            continue
+        # An accepted recording's verdict is kept, keyed by its bytes (and the
+        # spec's hash): the same run of the same implementation is not re-checked.
+        verdict = cache_dir("validated") / f"{hashlib.sha256(path.read_bytes()).hexdigest()}.txt"
+        if verdict.is_file():
+            notes.append(verdict.read_text().strip() + " (cached verdict)")
+            continue
+        result = validate_either(recording, out_dir=out / "trace" / path.stem)
+        if result.accepted:
+            note = f"{len(recording.log)} steps accepted (FIXED={result.switches['FIXED']})"
+            verdict.write_text(note + "\n")
+            notes.append(note)
+            continue
+        check.status = FAIL
+        low = max(result.matched - 8, 0)
+        shown = [
+            f"{i + 1:>4}  {json.dumps(e)}"
+            for i, e in enumerate(recording.log[low : result.matched + 1], start=low)
+        ]
+        check.failures.append(
+            {
+                "case": path.name,
+                "command": command,
+                "trace": result.explain() + "\nlog (last matched entries, "
+                "then the first that no enabled action matches):\n" + "\n".join(shown),
+            }
+        )
+    check.detail = "; ".join(notes)
+    return check
+
+
+def isolated_protocol_checks(
+    name: str, out: Path, outcome: Outcome, protocol: bool, no_tlc: str, root: str | None
+) -> list[Check]:
+    """The hazard replays the child judged (or lost), and trace validation of
+    its recordings, which TLC does here."""
+    if not protocol:
+        return []
+    checks = [Check(**data) for data in outcome.checks]
+    judged = {c.name for c in checks}
+    for hazard in HAZARDS:
+        unit = (PROTOCOL, f"hazard {hazard.model}")
+        if unit[1] not in judged:
+            incident = outcome.incidents.get(unit)
+            status, detail = (
+                (incident.status, incident.detail) if incident else (ERROR, "no result")
+            )
+            checks.append(Check(PROTOCOL, unit[1], hazard.what, status, detail=detail))
+    incident = outcome.incidents.get(RECORDING_UNIT)
+    what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
+    if incident is not None:
+        checks.append(
+            Check(PROTOCOL, RECORDING_UNIT[1], what, incident.status, detail=incident.detail)
+        )
+        return checks
+    if no_tlc:
+        checks.append(Check(PROTOCOL, RECORDING_UNIT[1], what, NOT_RUN, detail=no_tlc))
+        return checks
+    recordings: list[tuple[Path, Recording | Exception]] = []
+    for path, error, missing in outcome.recordings:
+        if error is None:
+            recordings.append((Path(path), Recording.load(Path(path))))
+        else:
+            problem = contract.MissingCapability(error) if missing else RuntimeError(error)
+            recordings.append((Path(path), problem))
+    try:
+        checks.append(validation_check(name, recordings, out, root))
+    except tlc.TlcError as exc:
+        checks.append(Check(PROTOCOL, RECORDING_UNIT[1], what, ERROR, detail=str(exc)))
+    return checks

@@ -1,0 +1,107 @@
+"""The vocabulary of a verdict: levels, statuses, one property's result,
+and commands that replay it from a fresh shell."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from shmref.core.paths import checkout
+from shmref.seed.build import SEED_ENV
+
+SEED, HARDENED, PROTOCOL, LAYOUT = "seed-compatible", "hardened", "protocol-safe", "seed-layout"
+LEVELS = (SEED, HARDENED, PROTOCOL, LAYOUT)
+# a level as a pytest marker of the suite's tests (registered by shmref.pytest_plugin)
+LEVEL_MARKERS = {
+    SEED: "seed_compatible",
+    HARDENED: "hardened",
+    PROTOCOL: "protocol_safe",
+    LAYOUT: "seed_layout",
+}
+LEVEL_MEANING = {
+    SEED: "the seed's behaviour through the API: values, exception types, what is "
+    "cached and reclaimed (refimpl's where it fixes a documented finding)",
+    HARDENED: "refimpl's fixes: clear errors for bad input and the findings each "
+    "property names (optional)",
+    PROTOCOL: "none of the spec's hazards: replays, state machines and a recorded run "
+    "agree with the spec; no hazard counterexample returns a wrong value",
+    LAYOUT: "the seed's bytes: offsets, endianness, the secret's place, its readers "
+    "and writer on one segment with the implementation's (optional: a claim of its own)",
+}
+PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT = (
+    "pass",
+    "FAIL",
+    "skip",
+    "not run",
+    "assumption",
+    "ERROR",
+    "CRASH",  # the implementation's process died (a signal, or exited) during the property
+    "TIMEOUT",  # the property ran past --timeout; its process was killed
+)
+BAD = (FAIL, ERROR, CRASH, TIMEOUT)  # statuses that fail a level
+
+
+@dataclass
+class Check:
+    """One property of one level; `seed` is the seed's own result on it."""
+
+    level: str
+    name: str
+    what: str
+    status: str  # pass, FAIL, ERROR, CRASH, TIMEOUT, skip, not run, assumption
+    cases: str = ""
+    detail: str = ""
+    failures: list[dict[str, str]] = field(default_factory=list)  # trace, command, case
+    seed: str = ""
+
+
+def impl_arg(name: str) -> str:
+    return {"shmref_seed": "seed", "shmref_port": "port"}.get(name, name)
+
+
+def import_root(impl: ModuleType | str | None) -> str | None:
+    """The sys.path entry that `impl` was imported from (None: built by
+    shmref); a string is that entry already (the child process found it)."""
+    if impl is None or isinstance(impl, str):
+        return impl or None
+    if impl.__name__ in ("shmref_seed", "shmref_port") or not getattr(impl, "__file__", None):
+        return None
+    path = Path(impl.__file__ or "").resolve()
+    depth = impl.__name__.count(".") + (1 if path.name == "__init__.py" else 0)
+    root = path.parent
+    for _ in range(depth):
+        root = root.parent
+    return str(root)
+
+
+def shell(command: str, impl: ModuleType | str | None) -> str:
+    """`command` as it runs when pasted into a fresh shell: this Python, the
+    shmref checkout (if any) and the implementation importable, and the seed
+    file it used."""
+    root = checkout()
+    paths = [str(root)] if root else []
+    if (where := import_root(impl)) and where not in paths:
+        paths.append(where)
+    if command.startswith("python "):
+        command = shlex.quote(sys.executable) + command[len("python") :]
+    env = [f"PYTHONPATH={shlex.quote(':'.join(paths))}"] if paths else []
+    if os.environ.get(SEED_ENV):
+        env.append(f"{SEED_ENV}={shlex.quote(os.environ[SEED_ENV])}")
+    cd = f"cd {shlex.quote(str(root))} && " if root else ""
+    return cd + " ".join([*env, command])
+
+
+def level_status(checks: Sequence[Check], level: str, levels: Sequence[str]) -> str:
+    if level not in levels:
+        return NOT_RUN
+    statuses = {c.status for c in checks if c.level == level}
+    if statuses & set(BAD):
+        return FAIL
+    if PASS in statuses:
+        return PASS
+    return NOT_RUN if NOT_RUN in statuses else SKIP

@@ -1,0 +1,354 @@
+"""The child process of a conformance run: everything that calls the
+implementation runs here, never in the oracle's own process.
+
+    python -m shmref.oracle.worker JOB.json EVENTS.jsonl
+
+A job (written by shmref.oracle.isolation) names the implementation, the suite's
+selections, the recordings and hazard replays still to do, and what an
+earlier child already finished or lost. The child appends one JSON line per
+event to EVENTS, flushed at once, so that whatever kills it (a segfault in a
+native store, os._exit, the parent's kill after a hang) the parent knows
+which property was running. A watchdog thread reports a call into the
+implementation that has not returned within the job's `call_timeout`, with
+the stack it is stuck in, and beats once a second so that a child frozen
+with the GIL held is seen too.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Generator, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+import pytest
+
+from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
+from shmref.oracle.verdict import ERROR, PROTOCOL, Check
+from shmref.traces.recorder import record
+
+RECORDING_UNIT = (PROTOCOL, "trace validation")
+
+
+class Events:
+    """EVENTS.jsonl: one line per event, written and flushed at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the child's life)
+        self.lock = threading.Lock()
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"e": kind, "t": time.time(), **fields}, default=str)
+        with self.lock:
+            self.file.write(line + "\n")
+            self.file.flush()
+
+
+# -- the watchdog ----------------------------------------------------------------------------
+
+
+def implementation_files(impl: ModuleType) -> tuple[str, ...]:
+    """Where the implementation's code lives: its module (or package folder)
+    and those of the classes it exports (they may come from elsewhere)."""
+    modules = {impl.__name__}
+    for attr in ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage"):
+        cls = getattr(impl, attr, None)
+        if cls is not None:
+            modules.add(cls.__module__)
+    places = []
+    for name in modules:
+        module = sys.modules.get(name.split(".")[0]) if "." in name else sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        path = os.path.realpath(path)
+        places.append(os.path.dirname(path) + os.sep if path.endswith("__init__.py") else path)
+    return tuple(sorted(set(places)))
+
+
+class Watchdog(threading.Thread):
+    """Beats every half second; reports a call into the implementation that
+    has been running for longer than `limit` seconds: in any thread (tests
+    read from threads too), the outermost frame of the implementation's code
+    unchanged since then."""
+
+    def __init__(self, events: Events, places: tuple[str, ...], limit: float) -> None:
+        super().__init__(daemon=True, name="shmref-watchdog")
+        self.events, self.places, self.limit = events, places, limit
+        self.unit: tuple[str, str] | None = None
+
+    def outermost_impl_frame(self, frame: FrameType | None) -> FrameType | None:
+        found = None
+        while frame is not None:
+            if os.path.realpath(frame.f_code.co_filename).startswith(self.places):
+                found = frame
+            frame = frame.f_back
+        return found
+
+    def run(self) -> None:
+        # Only a signature and a time are kept between looks: a frame kept
+        # alive would keep its locals (a memoryview of a segment) and make
+        # close() fail. The signature (the impl frames' ids and positions)
+        # must stay the same at every look: a loop of fresh calls moves.
+        seen: dict[int, tuple[tuple[int, ...], float]] = {}  # thread -> (signature, since)
+        while True:
+            time.sleep(0.5)
+            self.events.emit("beat")
+            if self.places and self.look(seen):
+                return  # reported: the parent kills this process now
+
+    def signature(self, frame: FrameType | None) -> tuple[int, ...]:
+        marks: list[int] = []
+        while frame is not None:
+            if os.path.realpath(frame.f_code.co_filename).startswith(self.places):
+                marks += [id(frame), frame.f_lasti]
+            frame = frame.f_back
+        return tuple(marks)
+
+    def look(self, seen: dict[int, tuple[tuple[int, ...], float]]) -> bool:
+        now = time.monotonic()
+        frames = sys._current_frames()
+        try:
+            for ident, top in frames.items():
+                frame = self.outermost_impl_frame(top)
+                if frame is None:
+                    seen.pop(ident, None)
+                    continue
+                marks = self.signature(top)
+                if ident not in seen or seen[ident][0] != marks:
+                    seen[ident] = (marks, now)
+                    continue
+                if now - seen[ident][1] < self.limit:
+                    continue
+                self.events.emit(
+                    "stall",
+                    unit=self.unit,
+                    detail=f"a call into the implementation did not return within "
+                    f"{self.limit:g} s ({frame.f_code.co_name} in {frame.f_code.co_filename}, "
+                    f"line {frame.f_lineno})",
+                    stack="".join(traceback.format_stack(top)[-12:]),
+                )
+                return True
+            for gone in set(seen) - set(frames):
+                del seen[gone]
+            return False
+        finally:
+            del frames  # no frame outlives this look
+
+
+# -- the suite ---------------------------------------------------------------------------------
+
+
+def _theirs() -> Generator[None, None, None]:
+    try:
+        return (yield)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise RuntimeError(f"the implementation raised {type(exc).__name__}({exc})") from exc
+
+
+class SuitePlugin:
+    """Keeps the job's selection (the level table decides, whatever the
+    options), and reports each test's start, outcome and end as events."""
+
+    def __init__(self, job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
+        self.levels = set(job["levels"])
+        self.groups = set(job["groups"])
+        self.skip_nodes = set(job["skip_nodes"])
+        self.skip_units = {tuple(u) for u in job["skip_units"]}
+        self.events, self.watchdog = events, watchdog
+
+    def wanted(self, node: str) -> bool:
+        group = group_of(node, TEST_GROUPS)
+        if group is None or group.label not in self.groups:
+            return False
+        return node not in self.skip_nodes and property_key(node) not in self.skip_units
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        keep = [item for item in items if self.wanted(suite_node_id(item.nodeid))]
+        dropped = [item for item in items if not self.wanted(suite_node_id(item.nodeid))]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        node = suite_node_id(nodeid)
+        self.watchdog.unit = property_key(node)
+        self.events.emit("start", node=node, unit=property_key(node))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = suite_node_id(report.nodeid)
+        if report.failed:
+            status = "fail" if report.when == "call" else "error"
+            self.events.emit("case", node=node, status=status, text=report.longreprtext)
+        elif report.skipped:
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            self.events.emit("case", node=node, status="skip", text=reason)
+        elif report.when == "call":
+            self.events.emit("case", node=node, status="pass", text="")
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self.events.emit("finish", node=suite_node_id(nodeid))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.events.emit("collect_error", text=f"{report.nodeid}: {report.longreprtext}")
+
+    # KeyboardInterrupt or SystemExit raised in a test, its fixtures or their
+    # teardown come from the implementation (nobody types Ctrl-C at this
+    # child): that test's error, not the end of the run.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from _theirs())
+
+
+def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
+    if not job["groups"]:
+        return
+    from shmref.core.paths import SUITE_DIR
+    from shmref.oracle.testgroups import plugin_args
+
+    out = Path(job["out"])
+    ini = out / "pytest.ini"
+    ini.write_text("[pytest]\n")
+    selections = dict.fromkeys(
+        str(SUITE_DIR / g.select.split("::")[0]) for g in TEST_GROUPS if g.label in job["groups"]
+    )
+    args = [
+        "-q",
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(SUITE_DIR),
+        "-p",
+        "no:cacheprovider",
+        # an exception an implementation's __del__ raises during garbage
+        # collection is reported by the test it concerns, not by the run
+        "-p",
+        "no:unraisableexception",
+        *plugin_args(),
+        "--shmref-impl",
+        job["impl_arg"],
+        "--shmref-profile",
+        job["profile"],
+        *selections,
+    ]
+    code = pytest.main(args, plugins=[SuitePlugin(job, events, watchdog)])
+    events.emit("pytest_exit", code=int(code))
+
+
+# -- recordings and hazard replays -----------------------------------------------------------
+
+
+def run_recordings(job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog) -> None:
+    for item in job["recordings"]:
+        dog.unit = RECORDING_UNIT
+        events.emit("start", node=None, unit=RECORDING_UNIT)
+        path = Path(item["path"])
+        try:
+            record(impl, item["steps"], item["seed"]).save(path)
+            events.emit("recording", path=str(path), error=None)
+        except BaseException as exc:  # the implementation's: said in the report
+            events.emit(
+                "recording",
+                path=str(path),
+                error=f"{type(exc).__name__}: {exc}",
+                missing=type(exc).__name__ == "MissingCapability",
+            )
+
+
+def run_hazards(job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog) -> None:
+    from shmref import tlc
+    from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+
+    wanted = set(job["hazards"])
+    for hazard in HAZARDS:
+        if hazard.model not in wanted:
+            continue
+        unit = (PROTOCOL, f"hazard {hazard.model}")
+        no_tlc = tlc.unavailable()
+        try:
+            trace, source = (
+                (None, no_tlc)
+                if no_tlc
+                else hazard_trace(hazard.model, run_missing=job["run_missing"] or hazard.quick)
+            )
+        except tlc.TlcError as exc:
+            trace, source = None, f"TLC failed: {exc}"
+        dog.unit = unit
+        events.emit("start", node=None, unit=unit)
+        try:
+            check = hazard_check(job["name"], impl, hazard, trace, source)[0]
+        except BaseException as exc:  # the implementation's: said in the report
+            check = Check(
+                PROTOCOL,
+                unit[1],
+                hazard.what,
+                ERROR,
+                detail=f"the replay raised {type(exc).__name__}: {exc}",
+            )
+        events.emit("check", unit=unit, check=asdict(check))
+
+
+def check(module: str) -> int:
+    """`--check MODULE`: import it here and print what the oracle needs to
+    know as one JSON line (its name, where it imports from, what it lacks)."""
+    from shmref import contract
+    from shmref.oracle.verdict import import_root
+    from shmref.seed.impl import load_impl
+
+    try:
+        impl = load_impl(module)
+    except BaseException as exc:  # any import failure is the module's: one line
+        problem = f"{module}: does not import: {type(exc).__name__}: {exc}".splitlines()[0]
+        print(json.dumps({"problem": problem}))
+        return 0
+    lacking = contract.missing(impl)
+    problem = (
+        f"{module}: lacks what the contract (shmref.contract) requires: " + ", ".join(lacking)
+        if lacking
+        else ""
+    )
+    print(json.dumps({"name": impl.__name__, "root": import_root(impl) or "", "problem": problem}))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--check"]:
+        return check(argv[1])
+    job_path, events_path = Path(argv[0]), Path(argv[1])
+    job = json.loads(job_path.read_text())
+    events = Events(events_path)
+    faulthandler.enable()  # a segfault prints the Python stack to our log
+    from shmref.seed.impl import load_impl
+
+    impl = load_impl(job["impl_arg"])
+    dog = Watchdog(events, implementation_files(impl), job["call_timeout"])
+    dog.start()
+    run_recordings(job, impl, events, dog)
+    run_pytest(job, events, dog)
+    run_hazards(job, impl, events, dog)
+    events.emit("end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,326 @@
+"""Drive an implementation of the seed's API by action name, in model units.
+
+One `Driver` owns one writer ring (and, for the storage, the writer storage
+and R reader storages attached through its handle). Its methods carry the
+spec's action names and take the spec's arguments in units, so that a TLC
+trace step, a Hypothesis rule and a hand-written story all become the same
+call. A unit is 16 bytes (DESIGN.md) unless the serde's framing does not fit
+in one: then it is the smallest multiple of 16 bytes that holds the chunk
+header, the count and the serde's smallest object (`unit_for`), so that
+every chunk size of the model can be filled exactly by any serde.
+
+`observe()` reads the implementation back in the spec's variables through
+what the API shows (return values, `is_cached`, the ring's documented
+position attributes when present), as black-box checkers judge a store from
+its history: a store with another byte layout is judged like the seed.
+Read counts are observed only when the store declares how to read them
+(the optional hook `shmref_read_count`, shmref.contract) or when the caller
+claims the seed's layout (`layout=True`: the segment's bytes, shmref.store.observe).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import multiprocessing as mp
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, cast
+
+from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
+from shmref.core.vocabulary import classify
+from shmref.store.observe import Segment
+from shmref.store.readers import LocalReader, RemoteReader
+from shmref.store.values import MD_SIZE, UNIT, default_serde_class, unit_for, value_for
+
+FORGED_SIGNATURE = [0] * 32
+FOREIGN_SECRET = bytes(range(32))  # another storage's secret
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a step did: an outcome name of shmref.core.vocabulary ("ok",
+    "stale", "rejected", ...; an exception of no listed type by its class
+    name), and the step's result (or the exception's message)."""
+
+    status: str
+    result: Any = None
+
+
+class Driver:
+    """The implementation under test, stepped by spec action names."""
+
+    def __init__(
+        self,
+        impl: ModuleType,
+        n_units: int,
+        *,
+        n_readers: int = 0,
+        id_max: int | None = None,
+        max_obj: int | None = None,
+        storage: bool = True,
+        reader_processes: bool = False,
+        serde_class: type | None = None,
+        layout: bool = False,
+    ) -> None:
+        """`serde_class`: passed to the storage (default: the storage's own);
+        the unit is scaled to it. `layout`: the caller claims the seed's
+        byte layout, so read counts may be read from the segment's bytes."""
+        self.impl = impl
+        self.n_units = n_units
+        self.serde_class = serde_class
+        measured = serde_class or (default_serde_class(impl) if storage else None)
+        self.unit = unit_for(measured) if measured is not None else UNIT
+        self.resources = ExitStack()
+        self.ring = impl.SingleWriterShmRingBuffer(self.unit * n_units, create=True)
+        self.resources.callback(self.ring.close)
+        self.segment: Segment | None = None
+        if layout:
+            self.segment = Segment(self.ring.handle())
+            self.resources.callback(self.segment.close)
+        if id_max is not None:
+            if not has(self.ring, "ID_MAX"):
+                self.close()
+                raise MissingCapability("ring.ID_MAX")
+            self.ring.ID_MAX = id_max
+        self.chunks: dict[int, int] = {}  # ring model: live id -> byte address (from returns)
+        self.placed: dict[str, tuple[int, int]] = {}  # key -> (address, id) last returned
+        self.marked: set[int] = set()  # ring model: ids whose is_free_fn says yes
+        self.writer: Any = None
+        self.readers: list[LocalReader | RemoteReader] = []
+        # issued (key, address, id) -> its signature
+        self.signatures: dict[tuple[Any, ...], list[int]] = {}
+        if storage:
+            max_object_size = self.unit * (max_obj or n_units) - MD_SIZE
+            # As vLLM builds them: the writer without a lock, the readers with one.
+            serde = {} if serde_class is None else {"serde_class": serde_class}
+            self.writer = impl.SingleWriterShmObjectStorage(
+                max_object_size, n_readers, self.ring, **serde
+            )
+            self.reader_lock = mp.get_context("spawn").Lock()  # kept alive with the driver
+            handle = copy.copy(self.writer.handle())
+            self.serde = handle.serde_class()
+            if unit_for(handle.serde_class) != self.unit:
+                self.close()
+                raise ValueError(
+                    f"the storage's serde {handle.serde_class.__name__} needs "
+                    f"{unit_for(handle.serde_class)}-byte units: pass it as serde_class"
+                )
+            handle.reader_lock = self.reader_lock
+            self.handle = handle
+            kind = RemoteReader if reader_processes else LocalReader
+            for _ in range(n_readers):
+                reader = kind(impl, handle)
+                self.resources.callback(reader.close)
+                self.readers.append(reader)
+        self.value_keys: dict[str | bytes, str] = {}  # every value put -> its key
+
+    def close(self) -> None:
+        self.resources.close()
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ring actions (spec/RingBuffer.tla) ------------------------------------
+
+    def allocate_buf(self, size: int) -> Outcome:
+        outcome = self._run(
+            "allocate_buf", lambda: self._units(self.ring.allocate_buf(self.unit * size - MD_SIZE))
+        )
+        if outcome.status == "ok":
+            self.marked.discard(outcome.result[1])  # a new chunk is not free yet
+            self.chunks[outcome.result[1]] = self.unit * outcome.result[0]  # bytes, as placed
+        return outcome
+
+    def mark_free(self, id: int) -> Outcome:
+        self.marked.add(id)
+        return Outcome("ok")
+
+    def free_buf(self, nbytes: int) -> Outcome:
+        def free() -> list[int]:
+            freed = list(self.ring.free_buf(lambda i, _buf: i in self.marked, self.unit * nbytes))
+            self.marked.difference_update(freed)
+            for i in freed:
+                self.chunks.pop(i, None)
+            return freed
+
+        return self._run("free_buf", free)
+
+    # -- writer actions (spec/ShmObjectStorage.tla) ------------------------------
+
+    def put(self, key: str, size: int) -> Outcome:
+        value = value_for(key, size, self.serde, self.unit)
+        if self.value_keys.get(value, key) != key:
+            raise ValueError(f"keys {key!r} and {self.value_keys[value]!r} get the same value")
+        returned: list[tuple[int, int]] = []
+        outcome = self._run(
+            "put", lambda: self._units(_keep(returned, self.writer.put(key, value)))
+        )
+        if returned:
+            self.value_keys[value] = key
+            self.placed.pop(key, None)  # keep `placed` in allocation (FIFO) order
+            self._issue(key, returned[0])
+        return outcome
+
+    def get_cached(self, key: str) -> Outcome:
+        returned: list[tuple[int, int]] = []
+        outcome = self._run(
+            "get_cached", lambda: self._units(_keep(returned, self.writer.get_cached(key)))
+        )
+        if returned:
+            self._issue(key, returned[0])
+        return outcome
+
+    def touch(self, key: str) -> Outcome:
+        return self._run("touch", lambda: self.writer.touch(key))
+
+    def release_touches(self) -> Outcome:
+        return self._run("release_touches", self.writer.release_touches)
+
+    def free_unused(self) -> Outcome:
+        return self._run("free_unused", self.writer.free_unused)
+
+    def clear(self) -> Outcome:
+        target = self.writer if self.writer is not None else self.ring
+        outcome = self._run("clear", target.clear)
+        self.marked.clear()
+        self.chunks.clear()
+        return outcome
+
+    def writer_get(self, handle: tuple[Any, ...]) -> Outcome:
+        """The writer reads one of its objects (`get` without a signature; the
+        writer has no lock, as in vLLM, so the read is not counted)."""
+        key, address, monotonic_id = handle
+        outcome = self._run(
+            "writer_get", lambda: self.writer.get(self.unit * address, monotonic_id)
+        )
+        if outcome.status == "ok":
+            return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
+        return outcome
+
+    # -- reader actions -----------------------------------------------------------
+
+    def reader_touch(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+        """A reader's `touch` (the receiver cache's): validates the handle,
+        counts nothing."""
+        key, address, monotonic_id = handle
+        signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
+        return self._run(
+            "reader_touch",
+            lambda: self.readers[reader].touch(key, self.unit * address, monotonic_id, signature),
+        )
+
+    def get_begin_foreign(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+        """A read of a handle signed by another storage: the same key, address
+        and id, signed (as the seed documents: HMAC-SHA256 of sha256(key),
+        address, id) with another segment's secret."""
+        key, address, monotonic_id = handle
+        payload = (
+            hashlib.sha256(key.encode()).digest()
+            + (self.unit * address).to_bytes(8, "little")
+            + monotonic_id.to_bytes(4, "little")
+        )
+        signature = list(hmac.new(FOREIGN_SECRET, payload, hashlib.sha256).digest())
+        return self._run(
+            "get_begin_foreign",
+            lambda: self.readers[reader].begin(self.unit * address, monotonic_id, signature, key),
+        )
+
+    # -- reader actions: a read in three steps -----------------------------------
+
+    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+        """`handle` = (key, address, id) in units; unissued handles are forged.
+        A refused read is "rejected" (signature) or "stale" (id check)."""
+        key, address, monotonic_id = handle
+        signature = self.signatures.get(tuple(handle), FORGED_SIGNATURE)
+        return self._run(
+            "get_begin",
+            lambda: self.readers[reader].begin(self.unit * address, monotonic_id, signature, key),
+        )
+
+    def get_copy(self, reader: int, fail: bool = False) -> Outcome:
+        """`fail` makes this copy's deserialization fail, as a corrupt or
+        unexpected object would (the spec's COPY_FAIL)."""
+        return self._run("get_copy", lambda: self.readers[reader].copy(fail=fail))
+
+    def get_end(self, reader: int) -> Outcome:
+        """Ends the read; an ok result is the key whose value came back
+        (or "<foreign>" for bytes that are no key's value)."""
+        outcome = self._run("get_end", self.readers[reader].end)
+        if outcome.status == "ok":
+            return Outcome("ok", self.value_keys.get(outcome.result, "<foreign>"))
+        return outcome
+
+    # -- observation -------------------------------------------------------------
+
+    def observe(self) -> dict[str, Any]:
+        """The implementation's state in the spec's variables and units,
+        through the API: the ring's documented position attributes (if it
+        has them), which keys `is_cached` (at the address and id that put or
+        get_cached returned), and, only if declared or claimed (module
+        docstring), the read counts."""
+        ring = self.ring
+        state: dict[str, Any] = {}
+        for name in ("data_buffer_start", "data_buffer_end"):
+            if has(ring, name):
+                state[name] = self._scaled(getattr(ring, name))
+        for name in ("monotonic_id_start", "monotonic_id_end"):
+            if has(ring, name):
+                state[name] = getattr(ring, name)
+        writer = self.writer
+        if writer is None:
+            live = dict(self.chunks)
+        else:
+            placed = {k: p for k, p in self.placed.items() if writer.is_cached(k)}
+            state["key_index"] = {k: (self._scaled(a), i) for k, (a, i) in placed.items()}
+            live = {i: a for a, i in placed.values()}
+        state["metadata"] = {i: self._scaled(a) for i, a in live.items()}
+        count = self.count_reader()
+        if writer is not None and count is not None:
+            state["counts"] = {i: count(a) for i, a in live.items()}
+        return state
+
+    def count_reader(self) -> Callable[[int], int] | None:
+        """How to read the count of the chunk at a byte address: the store's
+        declared hook, else the seed's layout if claimed, else None."""
+        hook = getattr(self.writer, READ_COUNT_HOOK, None)
+        if callable(hook):
+            return lambda address: int(hook(address))
+        return self.segment.count if self.segment is not None else None
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _issue(self, key: str, placed: tuple[int, int]) -> None:
+        self.placed[key] = placed
+        handle = (key, self._scaled(placed[0]), placed[1])
+        self.signatures[handle] = self.writer.get_signature(key)
+
+    def _units(self, pair: tuple[int, int]) -> tuple[int, int]:
+        address, monotonic_id = pair
+        return self._scaled(address), monotonic_id
+
+    def _scaled(self, byte_address: int) -> int:
+        if byte_address % self.unit:
+            raise ValueError(f"address {byte_address} is not a whole number of units")
+        return byte_address // self.unit
+
+    @staticmethod
+    def _run(action: str, step: Callable[[], Any]) -> Outcome:
+        """Run one action's call; what it raised is named by shmref.core.vocabulary
+        (by its type and the kind of step, never by its message)."""
+        try:
+            return Outcome("ok", step())
+        except (ValueError, MemoryError, KeyError) as exc:
+            return Outcome(classify(action, exc), str(exc))
+
+
+def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:
+    """Record a returned (address, id) before it is scaled (which may fail)."""
+    into.append((pair[0], pair[1]))
+    return cast(tuple[int, int], pair)  # as returned: scaling checks it

@@ -1,0 +1,80 @@
+"""A store's units and values: the model's unit in bytes for a serde, and a
+value of a key that fills a chunk of so many units exactly."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from types import ModuleType
+from typing import Any
+
+UNIT = 16  # bytes per model unit (the smallest): twice the 8-byte chunk header
+
+
+MD_SIZE = 8
+
+
+FLAG_BYTES = 4
+
+
+def value_for(key: str, size: int, serde: Any, unit: int = UNIT) -> str | bytes:
+    """A value, recognisably `key`'s, whose serialized object fills a chunk
+    of `size` units exactly (object = unit*size - 8 bytes incl. the 4-byte
+    count), measured with `serde` (any serde: its overhead is measured, and
+    both str and bytes values are tried, so a jump in the overhead at some
+    length does not leave a size unreachable; a kind the serde refuses is
+    skipped). It starts with a 2-character
+    tag of the key, so that even a 1-unit chunk's value tells keys apart."""
+    target = unit * size - MD_SIZE
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
+    tag = (
+        "0123456789abcdefghijklmnopqrstuvwxyz"[digest % 36]
+        + "0123456789abcdefghijklmnopqrstuvwxyz"[digest // 36 % 36]
+    )
+    pattern = tag + key + "|"
+    for kind in (str, bytes):
+        for length in range(target, -1, -1):
+            text = (pattern * (length // len(pattern) + 1))[:length]
+            value: str | bytes = text if kind is str else text.encode()
+            try:
+                _data, data_bytes, _md, md_bytes = serde.serialize(value)
+            except Exception:  # noqa: BLE001 - a serde may refuse a kind (JSON: bytes)
+                break
+            total = FLAG_BYTES + md_bytes + data_bytes
+            if total == target:
+                return value
+            if total < target - unit:
+                break  # shorter values only get smaller
+    raise ValueError(
+        f"no str or bytes value of key {key!r} serializes to exactly "
+        f"{target - FLAG_BYTES} bytes with {type(serde).__name__} "
+        f"(a {size}-unit chunk of {unit} bytes a unit)"
+    )
+
+
+@functools.cache
+def unit_for(serde_class: type) -> int:
+    """The model's unit for a serde: the smallest multiple of 16 bytes in
+    which a 1-, 2- and 3-unit chunk can each be filled exactly (header,
+    count and the serde's framing of a key's value). 16 for msgpack."""
+    serde = serde_class()
+    for unit in range(UNIT, 64 * UNIT + 1, UNIT):
+        try:
+            for size in (1, 2, 3):
+                value_for("a", size, serde, unit)
+        except ValueError:
+            continue
+        return unit
+    raise ValueError(f"{serde_class.__name__} frames no value in 1024 bytes")
+
+
+def default_serde_class(impl: ModuleType) -> type | None:
+    """The storage constructor's default `serde_class` (contract: a keyword
+    with a default), or None if it has none that can be seen."""
+    try:
+        parameter = inspect.signature(impl.SingleWriterShmObjectStorage).parameters["serde_class"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    default = parameter.default
+    return default if isinstance(default, type) else None

@@ -1,0 +1,273 @@
+"""Record what an implementation does, in spec vocabulary, and check with TLC
+that the recording is a behaviour of spec/ShmObjectStorage.tla.
+
+This is trace validation (implementation -> spec), the direction opposite to
+replay (spec -> implementation): `Recorder` wraps a `Driver` and logs every
+call with its arguments in units and the outcome the implementation showed,
+exactly as the spec's `last_action` record names them (DESIGN.md), and
+optionally the state it showed after each call. The checking itself
+(`validate_recording`, `Recording`) lives in shmref.traces.tracecheck.
+
+    rec = Recorder(Driver(impl, 8, n_readers=2, id_max=5, max_obj=3))
+    random_workload(rec, steps=120, seed=1)
+    result = validate_recording(rec.recording())
+    assert result.accepted, result.explain()
+"""
+
+from __future__ import annotations
+
+import random
+from types import ModuleType
+from typing import Any
+
+from shmref.core import vocabulary
+from shmref.store.driver import Driver, Outcome
+from shmref.store.values import MD_SIZE
+from shmref.traces.explain import explain_step
+from shmref.traces.itf_schema import OBSERVABLE
+from shmref.traces.recording import Recording
+from shmref.traces.tlamodule import DEFAULT_SWITCHES, tla_module, tla_value
+from shmref.traces.tracecheck import Validation, validate_either, validate_recording
+
+__all__ = [
+    "DEFAULT_SWITCHES",
+    "Recorder",
+    "Recording",
+    "Validation",
+    "explain_step",
+    "random_workload",
+    "tla_module",
+    "tla_value",
+    "validate_either",
+    "validate_recording",
+]
+
+
+class Recorder:
+    """A `Driver` whose every call is logged as the spec's `last_action`;
+    with `observe`, the implementation's state (what `Driver.observe` can
+    see of itf_schema.OBSERVABLE) is recorded too, before the first call
+    and after each, and trace validation checks it step by step."""
+
+    def __init__(self, driver: Driver, observe: bool = False) -> None:
+        if driver.writer is None:
+            raise ValueError("the recorder needs a storage driver (storage=True)")
+        self.driver = driver
+        self.log: list[dict[str, Any]] = []
+        self.open: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
+        self.raised_at_copy: set[int] = set()  # readers whose copy raised (seed's get)
+        self.observed: list[dict[str, Any]] | None = [self._observe()] if observe else None
+
+    def _observe(self) -> dict[str, Any]:
+        return {k: v for k, v in self.driver.observe().items() if k in OBSERVABLE}
+
+    def recording(self) -> Recording:
+        writer = self.driver.writer
+        if writer is None:
+            raise ValueError("the recorder needs a storage driver (storage=True)")
+        unit = self.driver.unit
+        max_obj, rest = divmod(writer.max_object_size + MD_SIZE, unit)
+        if rest:
+            raise ValueError(f"max_object_size {writer.max_object_size} is not {unit}*k - 8")
+        constants = {
+            "N": self.driver.n_units,
+            "ID_MAX": int(self.driver.ring.ID_MAX),
+            "MAX_OBJ": max_obj,
+            "R": len(self.driver.readers),
+        }
+        observed = [dict(o) for o in self.observed] if self.observed is not None else None
+        return Recording(constants, [dict(e) for e in self.log], observed)
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Outcome:
+        """The Driver method of action `name` (shmref.core.vocabulary)."""
+        method = vocabulary.action(name).driver
+        if method is None:
+            raise ValueError(f"action {name!r} calls nothing: there is no call to record")
+        outcome: Outcome = getattr(self.driver, method)(*args, **kwargs)
+        return outcome
+
+    def _add(self, name: str, outcome: Outcome, *args: Any, **results: Any) -> Outcome:
+        """Log the call as the spec's `last_action`: its arguments under the
+        vocabulary's names, then the results it showed, then the outcome."""
+        spec = vocabulary.action(name)
+        unknown = set(results) - set(spec.results)
+        if len(args) != len(spec.arguments) or unknown:
+            raise ValueError(f"{name}: arguments {args}, results {sorted(unknown)} do not fit")
+        arguments = dict(zip(spec.arguments, args, strict=True))
+        self.log.append({"name": name, **arguments, **results, "outcome": outcome.status})
+        if self.observed is not None:
+            self.observed.append(self._observe())
+        return outcome
+
+    def _handle(self, key: str, outcome: Outcome) -> tuple[Any, ...]:
+        if outcome.status != "ok":
+            return ()
+        address, monotonic_id = outcome.result
+        return (key, address, monotonic_id)
+
+    # -- writer ------------------------------------------------------------------
+
+    def put(self, key: str, size: int) -> Outcome:
+        outcome = self._call("put", key, size)
+        return self._add("put", outcome, key, size, handle=self._handle(key, outcome))
+
+    def get_cached(self, key: str) -> Outcome:
+        outcome = self._call("get_cached", key)
+        return self._add("get_cached", outcome, key, handle=self._handle(key, outcome))
+
+    def touch(self, key: str) -> Outcome:
+        return self._add("touch", self._call("touch", key), key)
+
+    def release_touches(self) -> Outcome:
+        return self._add("release_touches", self._call("release_touches"))
+
+    def free_unused(self) -> Outcome:
+        """Logged with the ids it freed, oldest first: the live ids before and
+        after come from the contract (`is_cached`, through Driver.observe),
+        their age from the order of this log's puts."""
+        before = set(self.driver.observe()["metadata"])
+        outcome = self._call("free_unused")
+        gone = before - set(self.driver.observe()["metadata"])
+        placed = [e["handle"][2] for e in self.log if e["name"] == "put" and e["handle"]]
+        last_put = {monotonic_id: k for k, monotonic_id in enumerate(placed)}
+        freed = tuple(sorted(gone, key=lambda i: last_put.get(i, -1)))
+        return self._add("free_unused", outcome, freed=freed)
+
+    def clear(self) -> Outcome:
+        return self._add("clear", self._call("clear"))
+
+    # -- readers -----------------------------------------------------------------
+
+    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+        handle = tuple(handle)
+        outcome = self._call("get_begin", reader, handle)
+        if outcome.status == "ok":
+            self.open[reader] = handle
+        return self._add("get_begin", outcome, reader, handle)
+
+    def get_copy(self, reader: int, fail: bool = False) -> Outcome:
+        outcome = self._call("get_copy", reader, fail=fail)
+        if fail and outcome.status == "ok":
+            # the injected failure is kept for get_end (refimpl) or raised
+            # now (seed composition): in the spec it happens at get_copy
+            outcome = Outcome("DeserializeError")
+        elif outcome.status == "DeserializeError":
+            self.raised_at_copy.add(reader)
+        return self._add("get_copy", outcome, reader)
+
+    def get_end(self, reader: int) -> Outcome:
+        handle = self.open.pop(reader, ())
+        abandon = getattr(self.driver.readers[reader], "abandon", None)
+        if reader in self.raised_at_copy and abandon is not None:
+            # The seed's get raised in deserialize: the read ended there, with
+            # no increment, which the spec logs as get_end DeserializeError.
+            # (Ending the composed read would increment: shmref.store.splitread.)
+            self.raised_at_copy.discard(reader)
+            abandon()
+            return self._add("get_end", Outcome("DeserializeError"), reader, handle=handle)
+        self.raised_at_copy.discard(reader)
+        outcome = self._call("get_end", reader)
+        if outcome.status == "ok":
+            return self._add("get_end", outcome, reader, handle=handle, value=outcome.result)
+        return self._add("get_end", outcome, reader, handle=handle)
+
+
+def random_workload(
+    rec: Recorder,
+    steps: int,
+    seed: int,
+    keys: tuple[str, ...] = ("a", "b", "c", "d", "e"),
+    copy_failures: bool = True,
+    keep_a3: bool = True,
+) -> None:
+    """A seeded random run that keeps to A1 (each delivery is read at most
+    once by each reader): puts (some too large), get_cached, touch,
+    release_touches, free_unused, clear (even with reads in flight),
+    three-step reads interleaved with the writer, and drains (every idle
+    reader reads all its mail, so that the ring can empty)."""
+    rng = random.Random(seed)
+    driver = rec.driver
+    writer = driver.writer
+    if writer is None:
+        raise ValueError("the workload needs a storage driver (storage=True)")
+    readers = range(len(driver.readers))
+    inbox: dict[int, list[tuple[Any, ...]]] = {r: [] for r in readers}
+    stage: dict[int, str] = {r: "idle" for r in readers}
+    flight: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
+    max_obj = rec.recording().constants["MAX_OBJ"]
+
+    def deliver(outcome: Outcome, key: str) -> None:
+        if outcome.status == "ok":
+            for r in readers:
+                inbox[r].append((key, *outcome.result))
+
+    for _ in range(steps):
+        roll = rng.random()
+        cached = [k for k in keys if writer.is_cached(k)]
+        if roll < 0.22:
+            key = rng.choice(keys)
+            size = rng.randint(1, max_obj + 1)
+            next_id = getattr(driver.ring, "monotonic_id_end", None)
+            outstanding = {h[2] for r in readers for h in inbox[r]}
+            outstanding |= {h[2] for h in flight.values()}
+            if not keep_a3 or next_id not in outstanding:
+                deliver(rec.put(key, size), key)
+        elif roll < 0.30 and cached:
+            key = rng.choice(cached)
+            deliver(rec.get_cached(key), key)
+        elif roll < 0.36:
+            rec.touch(rng.choice(cached or list(keys)))
+        elif roll < 0.40:
+            rec.release_touches()
+        elif roll < 0.48:
+            rec.free_unused()
+        elif roll < 0.50:
+            rec.clear()
+        elif roll < 0.56:  # every idle reader reads all its mail: the ring can empty
+            for r in readers:
+                while stage[r] == "idle" and inbox[r]:
+                    if rec.get_begin(r, inbox[r].pop(0)).status == "ok":
+                        rec.get_copy(r)
+                        rec.get_end(r)
+        else:
+            r = rng.choice(list(readers))
+            if stage[r] == "idle" and inbox[r]:
+                handle = inbox[r].pop(rng.randrange(len(inbox[r])))
+                stage[r] = "open" if rec.get_begin(r, handle).status == "ok" else "idle"
+                if stage[r] == "open":
+                    flight[r] = handle
+            elif stage[r] == "open":
+                rec.get_copy(r, fail=copy_failures and rng.random() < 0.05)
+                stage[r] = "copied"
+            elif stage[r] == "copied":
+                rec.get_end(r)
+                stage[r] = "idle"
+                flight.pop(r)
+    for r in readers:  # finish the reads in flight
+        if stage[r] == "open":
+            rec.get_copy(r)
+            stage[r] = "copied"
+        if stage[r] == "copied":
+            rec.get_end(r)
+
+
+# the store a recorded workload runs on: small, so TLC checks it in seconds
+WORKLOAD = {"n_units": 8, "n_readers": 2, "id_max": 5, "max_obj": 3}
+
+
+def record(impl: ModuleType, steps: int, seed: int) -> Recording:
+    """A random run of `impl` recorded for trace validation (the workload a
+    conformance run records, and `shmref.testing.record`)."""
+    with Driver(
+        impl,
+        WORKLOAD["n_units"],
+        n_readers=WORKLOAD["n_readers"],
+        id_max=WORKLOAD["id_max"],
+        max_obj=WORKLOAD["max_obj"],
+    ) as driver:
+        recorder = Recorder(driver)
+        try:
+            random_workload(recorder, steps, seed)
+        finally:
+            recording = recorder.recording()
+    return recording

@@ -1,0 +1,310 @@
+"""Replay a TLC trace on a real implementation, step by step.
+
+Every state of a trace carries `last_action` (DESIGN.md): the action's name,
+its arguments and its outcome. The replayer calls the same-named `Driver`
+method with those arguments, on real shared memory sized by the model's
+constants, and after every step compares the implementation with the TLC
+state: ring start/end, id range, live chunks (id -> address), the writer's
+index (`is_cached`), what each read returned, and the read counts only when
+the store declares how to read them or the seed's layout is claimed
+(`layout=True`): behaviour is judged through the API (shmref.store.driver).
+At the first divergence it stops and reports a step-by-step table with the
+ring drawn as the seed's docstring draws it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from shmref.core import tables, vocabulary
+from shmref.store.driver import Driver, Outcome
+from shmref.store.values import UNIT
+from shmref.tlc import Trace, parse_value
+
+
+def read_constants(cfg: Path) -> dict[str, Any]:
+    """`NAME = value` lines of a TLC model file (model values map to their names)."""
+    constants: dict[str, Any] = {}
+    for line in cfg.read_text().splitlines():
+        match = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.+?)\s*$", line)
+        if match and not line.lstrip().startswith("\\*"):
+            constants[match.group(1)] = parse_value(match.group(2))
+    return constants
+
+
+def as_dict(value: Any) -> dict[Any, Any]:
+    """A TLA+ function as a dict (TLC prints the empty function as <<>>)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if value == () or value is None:
+        return {}
+    if isinstance(value, tuple):  # a function on 1..n prints as a sequence
+        return {i + 1: v for i, v in enumerate(value)}
+    raise ValueError(f"not a function: {value!r}")
+
+
+@dataclass
+class Step:
+    index: int
+    action: str
+    expected: str  # outcome in the spec
+    got: str  # outcome of the implementation
+    problems: list[str]
+    drawing: str
+
+
+@dataclass
+class ReplayReport:
+    name: str
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def diverged_at(self) -> int | None:
+        for step in self.steps:
+            if step.problems:
+                return step.index
+        return None
+
+    @property
+    def ok(self) -> bool:
+        return self.diverged_at is None
+
+    def table(self) -> str:
+        head = f"replay of {self.name}: " + (
+            "all steps match" if self.ok else f"diverged at state {self.diverged_at}"
+        )
+        rows = [
+            (
+                step.index,
+                step.action,
+                step.expected,
+                step.got,
+                "ok" if not step.problems else "DIVERGED: " + "; ".join(step.problems),
+            )
+            for step in self.steps
+        ]
+        drawings = [f"the ring at state {s.index}:\n{s.drawing}" for s in self.steps if s.problems]
+        table = tables.text(("#", "action", "spec", "impl", "result"), rows)
+        return "\n".join([head, table, *drawings])
+
+
+def describe(action: Mapping[str, Any]) -> str:
+    args = ", ".join(
+        f"{k}={_show(v)}"
+        for k, v in action.items()
+        if k not in ("name", "outcome", "value", "freed")
+    )
+    return f"{action['name']}({args})"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "<<" + ", ".join(_show(v) for v in value) + ">>"
+    return str(value)
+
+
+def draw_ring(
+    observed: Mapping[str, Any], n_units: int, sizes: Mapping[int, int], unit: int = UNIT
+) -> str:
+    """The ring as the seed's docstring draws it, in bytes, with ^start/^end."""
+    metadata = observed.get("metadata", {})
+    by_cell = {address % n_units: (i, address) for i, address in metadata.items()}
+    cells: list[str] = []
+    cell = 0
+    while cell < n_units:
+        if cell in by_cell:
+            chunk_id, _address = by_cell[cell]
+            size = max(sizes.get(cell, 1), 1)
+            text = f"[id:{chunk_id}|size:{unit * size}|data"
+            cells.append(text.ljust(12 * size - 1, ".") + "]")
+            cell += size
+        else:
+            cells.append("[" + "." * 10 + "]")
+            cell += 1
+    line = "".join(cells)
+    marks = []
+    for name in ("data_buffer_start", "data_buffer_end"):
+        if name in observed:
+            marks.append(f"^{name.split('_')[-1]}({unit * observed[name]})")
+    return "      " + line + "\n      " + "  ".join(marks)
+
+
+class Replayer:
+    """Replays traces of one model (its .cfg gives the constants) on `impl`."""
+
+    def __init__(
+        self,
+        impl: ModuleType,
+        cfg: Path,
+        *,
+        reader_processes: bool = False,
+        serde_class: type | None = None,
+        layout: bool = False,
+    ) -> None:
+        """`serde_class` and `layout` as for Driver: another serde scales the
+        unit; `layout` claims the seed's bytes (counts are then compared)."""
+        self.impl = impl
+        self.serde_class = serde_class
+        self.layout = layout
+        self.constants = read_constants(cfg)
+        self.reader_processes = reader_processes
+        c = self.constants
+        self.ring_only = "MAX_OBJ" not in c
+        self.readers = sorted(c.get("Readers", ()))
+
+    def driver(self) -> Driver:
+        c = self.constants
+        driver = Driver(
+            self.impl,
+            c["N"],
+            n_readers=len(self.readers),
+            id_max=c["ID_MAX"],
+            max_obj=c.get("MAX_OBJ"),
+            storage=not self.ring_only,
+            reader_processes=self.reader_processes,
+            serde_class=self.serde_class,
+            layout=self.layout,
+        )
+        if c.get("FIXED") is False and hasattr(driver.writer, "RECLAIM_EXTRA"):
+            driver.writer.RECLAIM_EXTRA = 0  # a model of the seed: its reclaim target
+        return driver
+
+    def replay(
+        self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
+    ) -> ReplayReport:
+        report = ReplayReport(name)
+        with self.driver() as driver:
+            for state in trace.states[1:]:
+                action = state.vars["last_action"]
+                outcome = self.perform(driver, action)
+                observed = driver.observe()
+                problems = self.compare(state.vars, observed, action, outcome)
+                sizes = {
+                    a % self.constants["N"]: s
+                    for a, s in _sizes(state.vars, self.constants["N"]).items()
+                }
+                got = outcome.status
+                if got == "ok" and vocabulary.action(action["name"]).places:
+                    got = f"ok {tuple(outcome.result)}"  # the implementation's own numbers
+                report.steps.append(
+                    Step(
+                        state.index,
+                        describe(action),
+                        action.get("outcome", "ok"),
+                        got,
+                        problems,
+                        draw_ring(observed, self.constants["N"], sizes, driver.unit),
+                    )
+                )
+                if problems and stop_at_divergence:
+                    break
+        return report
+
+    # -- one step ------------------------------------------------------------------
+
+    def reader(self, name: Any) -> int:
+        return self.readers.index(name)
+
+    def perform(self, driver: Driver, action: Mapping[str, Any]) -> Outcome:
+        call = step_call(action, self.readers)
+        if call is None:  # an environment step: nothing to call
+            return Outcome("ok")
+        name, args, kwargs = call
+        outcome: Outcome = getattr(driver, name)(*args, **kwargs)
+        return outcome
+
+    def compare(
+        self,
+        spec: Mapping[str, Any],
+        observed: Mapping[str, Any],
+        action: Mapping[str, Any],
+        outcome: Outcome,
+    ) -> list[str]:
+        problems = []
+        expected_outcome = action.get("outcome", "ok")
+        if outcome.status != expected_outcome and not (
+            action["name"] == "get_copy" and expected_outcome == "DeserializeError"
+        ):
+            problems.append(f"outcome {outcome.status} ({outcome.result}), spec {expected_outcome}")
+        if action["name"] == "get_end" and expected_outcome == "ok" and outcome.status == "ok":
+            cells = set(action.get("value", ()))
+            want = next(iter(cells)) if len(cells) == 1 else "<foreign>"
+            if outcome.result != want and not (
+                want == "<foreign>" and outcome.result != action["handle"][0]
+            ):
+                problems.append(f"read returned {outcome.result}, spec {want}")
+        if action["name"] == "free_buf" and outcome.status == "ok":
+            if list(outcome.result) != list(action.get("freed", ())):
+                problems.append(f"freed ids {outcome.result}, spec {list(action['freed'])}")
+        for var in (
+            "data_buffer_start",
+            "data_buffer_end",
+            "monotonic_id_start",
+            "monotonic_id_end",
+        ):
+            if var in observed and observed[var] != spec[var]:
+                problems.append(f"{var} {observed[var]}, spec {spec[var]}")
+        if "metadata" in observed and observed["metadata"] != as_dict(spec["metadata"]):
+            problems.append(f"metadata {observed['metadata']}, spec {as_dict(spec['metadata'])}")
+        if self.ring_only:
+            return problems
+        key_index = {k: tuple(v) for k, v in as_dict(spec["key_index"]).items()}
+        if "key_index" in observed and observed["key_index"] != key_index:
+            problems.append(f"key_index {observed['key_index']}, spec {key_index}")
+        if "writer_flag" in observed and observed["writer_flag"] != as_dict(spec["writer_flag"]):
+            problems.append(
+                f"writer_flag {observed['writer_flag']}, spec {as_dict(spec['writer_flag'])}"
+            )
+        if "touched" in observed and observed["touched"] != set(spec["touched"]):
+            problems.append(f"touched {observed['touched']}, spec {set(spec['touched'])}")
+        if "counts" in observed:
+            count = as_dict(spec["count"])
+            n = self.constants["N"]
+            want = {
+                i: count[(a % n) + 1 if 0 not in count else a % n]
+                for i, a in as_dict(spec["metadata"]).items()
+            }
+            if observed["counts"] != want:
+                problems.append(f"counts {observed['counts']}, spec {want}")
+        return problems
+
+
+def step_call(
+    action: Mapping[str, Any], readers: Sequence[Any]
+) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
+    """The Driver method, positional and keyword arguments for a trace step
+    (`last_action`), looked up in shmref.core.vocabulary, or None when the step
+    calls nothing (a step of the environment, or get_check: the spec's
+    SPLIT_END cuts get_end in two, one call cannot be stopped inside, so
+    that window is not replayable). Readers are named in traces (`r1`) and
+    numbered in the driver (their index in `readers`)."""
+    try:
+        spec = vocabulary.action(action["name"])
+    except vocabulary.UnknownAction:
+        raise ValueError(f"trace step {action['name']!r} has no implementation action") from None
+    if spec.driver is None:
+        return None
+    args = tuple(
+        readers.index(action[a])
+        if a == "reader"
+        else tuple(action[a])
+        if a == "handle"
+        else action[a]
+        for a in spec.arguments
+    )
+    outcome = action.get("outcome")
+    kwargs = {keyword: True for caused, keyword in spec.inject if caused == outcome}
+    return spec.driver, args, kwargs
+
+
+def _sizes(spec: Mapping[str, Any], n: int) -> dict[int, int]:
+    """Chunk sizes by physical cell, from the spec's header size fields."""
+    sizes = as_dict(spec.get("hdr_size", ()))
+    if sizes and 0 not in sizes:  # printed as a sequence: cells are 1-based
+        return {cell - 1: size for cell, size in sizes.items()}
+    return sizes

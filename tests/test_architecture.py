@@ -1,0 +1,277 @@
+"""The house shows its architecture (DESIGN.md "Repository map"): shmref/ is
+folders by job in layers, no import cycle, no lower layer importing a higher
+one, every module under 400 lines and at most ten modules at the top.
+
+Imports are read with `ast`, inside functions too (a function-level import
+is an import: hiding one there does not break a cycle). Importing a.b.c also
+runs the package a.b's __init__, so that is an edge too (except to the
+importer's own packages, which are already loading). Each check is shown to
+fail on a broken input."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "shmref"
+MAX_LINES = 400
+MAX_TOP_LEVEL = 10
+
+# Lowest first: a module may import its own layer and those listed before it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("names and places", ("shmref", "shmref.core")),
+    ("the written contract", ("shmref.contract",)),
+    ("TLC and the model checker", ("shmref.tlc",)),
+    ("the seed, its port and mutants", ("shmref.seed",)),
+    ("driving a store", ("shmref.store",)),
+    ("traces: replayed, recorded, ITF", ("shmref.traces",)),
+    ("machines for users' tests", ("shmref.testing",)),
+    ("the bad-input fuzz", ("shmref.fuzzing",)),
+    ("the oracle", ("shmref.oracle",)),
+    ("document generators", ("shmref.docgen",)),
+    (
+        "commands and the suite",
+        (
+            "shmref.conformance",
+            "shmref.itf",
+            "shmref.findings",
+            "shmref.check",
+            "shmref.deep",
+            "shmref.vocabulary",
+            "shmref.fuzz",
+            "shmref.pytest_plugin",
+            "shmref.suite",
+        ),
+    ),
+)
+# `python -m shmref.X` stays where users call it: X only runs `main` from its home
+ENTRY_MODULES = {
+    "shmref.conformance": "shmref.oracle.cli",
+    "shmref.itf": "shmref.traces.itf_cli",
+    "shmref.findings": "shmref.docgen.findings",
+    "shmref.check": "shmref.tlc.check",
+    "shmref.deep": "shmref.tlc.deep",
+    "shmref.vocabulary": "shmref.docgen.vocabulary_doc",
+    "shmref.fuzz": "shmref.fuzzing.run",
+}
+
+
+# -- reading the package ----------------------------------------------------------------
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_sources(root: Path = PACKAGE) -> dict[str, str]:
+    return {module_name(p, root): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+def imports_of(name: str, source: str, modules: Iterable[str], is_package: bool) -> set[str]:
+    """The shmref modules `name` imports anywhere in `source` (functions
+    included), with the packages whose __init__ that runs."""
+    known = set(modules)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in known else target)
+    edges: set[str] = set()
+    own_packages = {".".join(name.split(".")[:k]) for k in range(1, name.count(".") + 2)}
+    for target in found:
+        if target.split(".")[0] != "shmref":
+            continue
+        parts = target.split(".")
+        for k in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:k])
+            if prefix in known and prefix not in own_packages:
+                edges.add(prefix)
+    edges.discard(name)
+    return edges
+
+
+def import_graph(sources: Mapping[str, str]) -> dict[str, set[str]]:
+    return {
+        name: imports_of(name, text, sources, _is_package(name, sources))
+        for name, text in sources.items()
+    }
+
+
+def _is_package(name: str, sources: Mapping[str, str]) -> bool:
+    return any(other.startswith(name + ".") for other in sources)
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """One import cycle (a -> b -> ... -> a), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def layer_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for index, (_job, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if prefix == "shmref" and module != "shmref":
+                    continue
+                if best is None or len(prefix) > best[0]:
+                    best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports from a lower layer into a higher one."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        low = layer_of(module)
+        for target in sorted(targets):
+            high = layer_of(target)
+            if low is not None and high is not None and high > low:
+                found.append(f"{module} ({LAYERS[low][0]}) imports {target} ({LAYERS[high][0]})")
+    return found
+
+
+def too_long(sources: Mapping[str, str], limit: int = MAX_LINES) -> list[str]:
+    return [
+        f"{name}: {len(text.splitlines())} lines"
+        for name, text in sorted(sources.items())
+        if len(text.splitlines()) > limit
+    ]
+
+
+# -- the package --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, str]:
+    return package_sources()
+
+
+def test_no_import_cycle(sources: dict[str, str]) -> None:
+    cycle = find_cycle(import_graph(sources))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_lower_layers_never_import_higher_ones(sources: dict[str, str]) -> None:
+    assert upward_imports(import_graph(sources)) == []
+
+
+def test_every_module_has_a_layer(sources: dict[str, str]) -> None:
+    assert [name for name in sources if layer_of(name) is None] == []
+
+
+def test_every_module_is_under_400_lines(sources: dict[str, str]) -> None:
+    assert too_long(sources) == []
+
+
+def test_at_most_ten_modules_at_the_top() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
+def test_entry_modules_only_run_main_from_their_home(sources: dict[str, str]) -> None:
+    for entry, home in ENTRY_MODULES.items():
+        tree = ast.parse(sources[entry])
+        imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+        assert [(n.module, [a.name for a in n.names]) for n in imports] == [
+            ("__future__", ["annotations"]),
+            (home, ["main"]),
+        ], entry
+
+
+def test_the_wheel_lists_every_package() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    folders = {
+        module_name(p.parent / "__init__.py")
+        for p in PACKAGE.rglob("__init__.py")
+        if "spec" not in p.parts
+    }
+    assert folders - listed == set()
+
+
+# -- each check fails on a broken input --------------------------------------------------
+
+
+def test_a_cycle_is_found() -> None:
+    graph = {"shmref.a": {"shmref.b"}, "shmref.b": {"shmref.c"}, "shmref.c": {"shmref.a"}}
+    assert find_cycle(graph) == ["shmref.a", "shmref.b", "shmref.c", "shmref.a"]
+    assert find_cycle({"shmref.a": {"shmref.b"}, "shmref.b": set()}) is None
+
+
+def test_a_function_level_import_is_an_import() -> None:
+    modules = ["shmref", "shmref.core", "shmref.core.vocabulary", "shmref.store.driver"]
+    source = (
+        "from shmref.core import vocabulary\n"
+        "def check():\n"
+        "    from shmref.store.driver import Driver\n"
+        "    return Driver\n"
+    )
+    edges = imports_of("shmref.core.paths", source, modules, is_package=False)
+    assert edges == {"shmref.core.vocabulary", "shmref.store.driver"}
+    graph = {"shmref.core.paths": edges, "shmref.store.driver": {"shmref.core.paths"}}
+    assert find_cycle(graph) is not None
+
+
+def test_importing_a_submodule_runs_its_package() -> None:
+    modules = ["shmref", "shmref.testing", "shmref.testing.profiles", "shmref.oracle.worker"]
+    edges = imports_of(
+        "shmref.oracle.worker",
+        "from shmref.testing import profiles\n",
+        modules,
+        is_package=False,
+    )
+    assert edges == {"shmref.testing", "shmref.testing.profiles"}
+
+
+def test_an_upward_import_is_found() -> None:
+    graph = {"shmref.core.vocabulary": {"shmref.store.driver"}, "shmref.store.driver": set()}
+    assert upward_imports(graph) == [
+        "shmref.core.vocabulary (names and places) imports shmref.store.driver (driving a store)"
+    ]
+    assert upward_imports({"shmref.store.driver": {"shmref.core.vocabulary"}}) == []
+
+
+def test_a_long_module_is_found() -> None:
+    assert too_long({"shmref.big": "x = 1\n" * 401, "shmref.small": "x = 1\n"}) == [
+        "shmref.big: 401 lines"
+    ]
