@@ -37,7 +37,9 @@ from shmref.oracle.verdict import (
 from shmref.seed.build import SeedError
 from shmref.testing import profiles
 
-DEFAULT_TIMEOUT = 300.0  # seconds per property (the longest take about a minute on 2 cores)
+DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then shrink for up
+# to 300 s (Hypothesis's own bound), on a core that CI shares; a hung call is caught
+# sooner, by --call-timeout
 
 
 DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
