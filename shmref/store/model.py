@@ -307,14 +307,19 @@ class StoreModel:
 
 
 def put_collides(models: Iterable[StoreModel], key: str, size: int) -> bool:
-    """Would this put give a live chunk's id in a seed model (no F1)? Not
-    modelled: hazard H4, judged by TLC and the hazard replays."""
+    """Would this put give a live chunk's id in a seed model (no F1), or make
+    ID_MAX chunks live (a full lap of ids: the seed's free_buf then frees
+    them and returns an empty id range, FINDINGS #4)? Not modelled: hazard
+    H4, judged by TLC and the hazard replays."""
     for model in models:
         if model.policy.id_limit:
             continue
+        after = copy.deepcopy(model)
         try:
-            copy.deepcopy(model).put(key, size)
+            after.put(key, size)
         except IdCollision:
+            return True
+        if len(after.metadata) >= after.id_max:
             return True
     return False
 
