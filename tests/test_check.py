@@ -81,7 +81,8 @@ def test_every_spec_file_is_named_by_the_manifest(tmp_path: Path) -> None:
 def test_readme_table_is_generated_from_the_manifest() -> None:
     readme = (SPEC / "README.md").read_text()
     table = readme.split(manifest.TABLE_BEGIN, 1)[1].split(manifest.TABLE_END, 1)[0]
-    assert table.strip() == manifest.models_table(MANIFEST.models).strip()
+    assert table.strip() == manifest.models_table(MANIFEST.models, MANIFEST.check).strip()
+    assert MANIFEST.check is not None and MANIFEST.check.line() in table
     for m in MANIFEST.models:
         assert f"| {m.name} " in table
 

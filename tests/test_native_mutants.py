@@ -57,6 +57,7 @@ KILLED_BY: dict[str, set[str]] = {
     # without the modulo, an address of a later lap reads past the data: a
     # wrong header here, SIGSEGV far out (test_unchecked_address_dies_by_sigsegv)
     "unchecked_address": {
+        "test_ring.py::test_address_of_a_far_lap_reads_the_same_chunk",
         "test_ring.py::test_scenario_3_wraparound_to_next_lap",
         "test_storage.py::test_put_frees_oldest_when_full",
         "test_ring.py::TestBadInput::test_address_without_a_chunk",
@@ -64,6 +65,11 @@ KILLED_BY: dict[str, set[str]] = {
     # increments lost between reader threads: seen through the API (what
     # free_unused reclaims), with no byte read at the seed's offsets
     "racy_count": {"test_storage.py::test_concurrent_reader_threads_count_exactly"},
+}
+
+# mutant -> property -> the status it must have: a store that dies is a CRASH
+CRASHED_BY: dict[str, dict[str, str]] = {
+    "unchecked_address": {"test_ring.py::test_address_of_a_far_lap_reads_the_same_chunk": "CRASH"},
 }
 
 
@@ -78,8 +84,8 @@ def build_all() -> None:
         pytest.fail(done.stderr.strip())
 
 
-def failing(module: str, out: Path) -> dict[str, str]:
-    """The oracle's quick run on `module`: failing property -> its level."""
+def failing(module: str, out: Path) -> dict[str, tuple[str, str]]:
+    """The oracle's quick run on `module`: failing property -> (its level, status)."""
     subprocess.run(
         [
             sys.executable,
@@ -99,7 +105,7 @@ def failing(module: str, out: Path) -> dict[str, str]:
     )
     report: dict[str, Any] = json.loads((out / "conformance.json").read_text())
     return {
-        check["name"]: name
+        check["name"]: (name, check["status"])
         for name, level in report["levels"].items()
         for check in level["checks"]
         if check["status"] not in PASSING
@@ -107,26 +113,30 @@ def failing(module: str, out: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def store_failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def store_failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
     build_all()
     return failing("native_store", tmp_path_factory.mktemp("native_store"))
 
 
 @pytest.mark.slow
-def test_the_store_fails_only_the_level_it_does_not_claim(store_failures: dict[str, str]) -> None:
-    assert set(store_failures.values()) <= {UNCLAIMED}, store_failures
+def test_the_store_fails_only_the_level_it_does_not_claim(
+    store_failures: dict[str, tuple[str, str]],
+) -> None:
+    assert {level for level, _ in store_failures.values()} <= {UNCLAIMED}, store_failures
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", sorted(KILLED_BY))
 def test_each_mutant_is_caught_by_the_oracle(
-    mutant: str, store_failures: dict[str, str], tmp_path: Path
+    mutant: str, store_failures: dict[str, tuple[str, str]], tmp_path: Path
 ) -> None:
     found = failing(f"native_mutants.{mutant}", tmp_path)
-    kills = {name for name, level in found.items() if level != UNCLAIMED}
+    kills = {name for name, (level, _) in found.items() if level != UNCLAIMED}
     kills -= set(store_failures)
     assert kills, f"{mutant} survived the oracle (failures: {found})"
     assert kills & KILLED_BY[mutant], f"{mutant} killed by other properties: {kills}"
+    for name, status in CRASHED_BY.get(mutant, {}).items():
+        assert found.get(name, ("", "pass"))[1] == status, (name, found.get(name))
 
 
 # -- shown directly, in a child process -------------------------------------------------------

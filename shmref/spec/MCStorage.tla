@@ -12,10 +12,11 @@ EXTENDS ShmObjectStorage
 CONSTANTS k1, k2   \* model values (cfgs may name more keys in Keys)
 
 \* Forged handles (`Forged <- ...`): none; k2 at the first chunk's address
-\* and id; that and k1 at cell 1 with id 1.  The writer never issued them
+\* and id; every key there; k2 there and k1 at cell 1 with id 1.  The writer never issued them
 \* unless a put happens to, so get must reject them otherwise.
 MCForged == {}
 MCForgedFirst == {<<k2, 0, 0>>}
+MCForgedFirstAny == {<<k, 0, 0>> : k \in Keys}  \* every key: keeps key symmetry
 MCForgedTwo == {<<k2, 0, 0>>, <<k1, 1, 1>>}
 
 \* `SPLIT_END <- MCSplitEnd`: get_end's re-check and increment are two
@@ -31,6 +32,15 @@ MCMimic == TRUE
 \* Readers are interchangeable (no constant names one); for invariants
 \* only (symmetry is unsound for liveness).
 ReaderSymmetry == Permutations(Readers)
+
+\* Keys are interchangeable too where no forged handle names one (Forged
+\* <- MCForged): nothing in Next picks a key by name or by CHOOSE, and
+\* Value(k, s) treats every key alike.  TLC builds the group from the
+\* union.  tests/test_symmetry.py checks the whole state graph of a small
+\* instance of each model that uses these for closure under every
+\* permutation of Keys and Readers.
+KeySymmetry == Permutations(Keys)
+KeyReaderSymmetry == Permutations(Keys) \cup Permutations(Readers)
 
 \* Without A1 re-reads increment a count without bound: a state constraint
 \* stops exploring beyond MaxIssues * R.

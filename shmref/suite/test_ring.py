@@ -78,6 +78,15 @@ def test_scenario_3_wraparound_to_next_lap(ring_factory):
         assert chunk_id == 3  # virtual 100 is physical 0
 
 
+def test_address_of_a_far_lap_reads_the_same_chunk(ring_factory):
+    """An address names its cell modulo the buffer size however many laps on:
+    a store that indexes its mapping with the address unreduced reads far
+    outside it (and dies there: this property's CRASH)."""
+    ring = wrapped_ring(ring_factory)
+    with ring.access_buf(100 + 10**9 * 100) as (_, (chunk_id, size)):
+        assert (chunk_id, size) == (3, 48)
+
+
 def test_scenario_4_out_of_space(ring_factory):
     ring = wrapped_ring(ring_factory)
     with pytest.raises(MemoryError, match="Not enough space"):

@@ -44,12 +44,14 @@ from shmref.tlc.manifest import (
     INVARIANT,
     LIVENESS,
     PASS,
+    CheckRun,
     Manifest,
     ManifestError,
     Measured,
     Model,
     load_manifest,
     record,
+    record_check,
     regenerate_readme,
 )
 
@@ -201,15 +203,18 @@ def select(models: Sequence[Model], names: Sequence[str] | None, quick: bool) ->
     return chosen
 
 
-def _record(manifest: Manifest, results: Sequence[Result]) -> None:
-    """Measured columns into the manifest, the table into spec/README.md."""
+def _record(manifest: Manifest, results: Sequence[Result], run: CheckRun | None) -> None:
+    """Measured columns (and a full run's wall time) into the manifest, the
+    table into spec/README.md."""
     runs = [
         (r.model.name, Measured(r.run.distinct_states, r.run.depth, r.run.seconds))
         for r in results
         if r.good and r.run is not None
     ]
     updated = record(manifest, runs)
-    regenerate_readme(manifest.path.parent / "README.md", updated.models)
+    if run is not None:
+        updated = record_check(updated, run)
+    regenerate_readme(manifest.path.parent / "README.md", updated.models, updated.check)
     print(f"check: recorded {len(runs)} model(s) in {manifest.path.name} and README.md", flush=True)
 
 
@@ -299,7 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [r for r in results if not r.good]
     total = time.monotonic() - t0
     if args.record:
-        _record(manifest, results)
+        full = not args.only and not args.quick and not bad
+        jobs = max(1, args.jobs)
+        run = CheckRun(len(results), total, jobs, os.cpu_count() or 1) if full else None
+        _record(manifest, results, run)
     if bad:
         print(
             f"check: {len(bad)} of {len(results)} model(s) UNEXPECTED "

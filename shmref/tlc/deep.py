@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if r.good and r.run is not None
         ]
         updated = record(manifest, runs)
-        regenerate_readme(spec_dir / "README.md", updated.models)
+        regenerate_readme(spec_dir / "README.md", updated.models, updated.check)
         print(f"deep: recorded {len(runs)} model(s) in models.toml and README.md", flush=True)
     bad = [r.model.name for r in results if not r.good]
     print(

@@ -72,11 +72,28 @@ class Model:
 
 
 @dataclass(frozen=True)
+class CheckRun:
+    """The last full `make check` (every model but the deep ones): its wall time."""
+
+    models: int
+    seconds: float
+    jobs: int
+    cores: int
+
+    def line(self) -> str:
+        return (
+            f"Last full `make check` (recorded by `--record`): {self.models} models in "
+            f"{self.seconds:.0f} s of wall time, {self.jobs} at a time on {self.cores} cores."
+        )
+
+
+@dataclass(frozen=True)
 class Manifest:
     path: Path
     tolerance: float  # relative: a measured state count may differ by this much
     modules: tuple[str, ...]  # spec modules that are not models (RingBuffer, ...)
     models: tuple[Model, ...]
+    check: CheckRun | None = None
 
     def named_files(self) -> set[str]:
         files = {f"{m}.tla" for m in self.modules}
@@ -131,11 +148,16 @@ def load_manifest(path: Path) -> Manifest:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ManifestError(f"{path}: model named twice: {', '.join(duplicates)}")
+    try:
+        check = CheckRun(**data["check"]) if "check" in data else None
+    except TypeError as exc:
+        raise ManifestError(f"{path}: bad 'check' table: {exc}") from None
     return Manifest(
         path=path,
         tolerance=float(data.get("tolerance", 0.05)),
         modules=tuple(data.get("modules", ())),
         models=models,
+        check=check,
     )
 
 
@@ -155,12 +177,25 @@ def record(manifest: Manifest, runs: Iterable[tuple[str, Measured]]) -> Manifest
     return load_manifest(manifest.path)
 
 
+def record_check(manifest: Manifest, run: CheckRun) -> Manifest:
+    """Write the wall time of a full `make check` into the manifest file."""
+    doc = tomlkit.parse(manifest.path.read_text())
+    table = tomlkit.table()
+    table.add("models", run.models)
+    table.add("seconds", round(run.seconds, 1))
+    table.add("jobs", run.jobs)
+    table.add("cores", run.cores)
+    doc["check"] = table
+    manifest.path.write_text(tomlkit.dumps(doc))
+    return load_manifest(manifest.path)
+
+
 def _count(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
-def models_table(models: Iterable[Model]) -> str:
-    """spec/README.md's models table (GitHub Markdown)."""
+def models_table(models: Iterable[Model], check: CheckRun | None = None) -> str:
+    """spec/README.md's models table (GitHub Markdown), and the last full run's time."""
     rows = [
         (
             m.name,
@@ -184,10 +219,11 @@ def models_table(models: Iterable[Model]) -> str:
         "time",
         "workers",
     )
-    return str(tabulate(rows, headers=header, tablefmt="github"))
+    table = str(tabulate(rows, headers=header, tablefmt="github"))
+    return table if check is None else f"{table}\n\n{check.line()}"
 
 
-def regenerate_readme(readme: Path, models: Iterable[Model]) -> None:
+def regenerate_readme(readme: Path, models: Iterable[Model], check: CheckRun | None = None) -> None:
     """Replace the text between the table markers with the generated table."""
     text = readme.read_text()
     try:
@@ -195,7 +231,7 @@ def regenerate_readme(readme: Path, models: Iterable[Model]) -> None:
         _, tail = rest.split(TABLE_END, 1)
     except ValueError:
         raise ManifestError(f"{readme}: models table markers not found") from None
-    table = models_table(models)
+    table = models_table(models, check)
     readme.write_text(f"{head}{TABLE_BEGIN}\n{table}\n{TABLE_END}{tail}")
 
 
