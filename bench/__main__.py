@@ -62,13 +62,23 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
             if key not in ("meta", "notes", "leaks"):
                 merged[key] = value
     meta = dict(runs[0]["meta"])
+    dates = {s: r["meta"]["date"] for r in runs for s in r["meta"]["sections"]}
+    if len(set(dates.values())) > 1:  # say which section was measured when
+        meta["date"] = ", ".join(f"{s} {d}" for s, d in sorted(dates.items()))
     meta["sections"] = sorted({s for r in runs for s in r["meta"]["sections"]})
     meta["seconds"] = sum(r["meta"]["seconds"] for r in runs)
     if "load_average_at_end" in runs[-1]["meta"]:
         meta["load_average_at_end"] = runs[-1]["meta"]["load_average_at_end"]
     merged["meta"] = meta
-    merged["notes"] = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
+    # a later run's note on the same subject ("stress seed: ...") replaces an earlier one
+    notes = {_subject(n): n for r in runs for n in r.get("notes", [])}
+    merged["notes"] = list(notes.values())
     return merged
+
+
+def _subject(note: str) -> str:
+    head, sep, _ = note.partition(": ")
+    return head if sep and len(head) < 60 else note
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,3 +120,21 @@ def test_readme_bench_section_is_generated_from_bench_results_json() -> None:
     assert f"{START}\n{markdown(merge([results]))}{END}" in readme
     results["meta"]["python"] = "tampered"  # a broken input: no longer matches
     assert f"{START}\n{markdown(merge([results]))}{END}" not in readme
+
+
+def test_merge_keeps_the_later_runs_notes_and_each_sections_date() -> None:
+    from bench.__main__ import merge
+
+    def run(section: str, date: str, stress: str) -> dict[str, object]:
+        meta = {"quick": False, "python": "3", "cpus": 2, "date": date, "seconds": 1.0}
+        return {section: {}, "meta": {**meta, "sections": [section]}, "notes": [stress, "same"]}
+
+    merged = merge(
+        [
+            run("cpu", "2026-12-03", "stress seed: old"),
+            run("store", "2026-12-04", "stress seed: new"),
+        ]
+    )
+    assert merged["notes"] == ["stress seed: new", "same"]
+    assert merged["meta"]["date"] == "cpu 2026-12-03, store 2026-12-04"
+    assert merge([run("cpu", "d", "x: y")])["meta"]["date"] == "d"
