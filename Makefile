@@ -84,7 +84,7 @@ conformance: setup
 # The oracle's report on the seed (docs/seed-conformance.json) and FINDINGS.md's
 # oracle section from it; a slow test fails when the snapshot is older than the oracle.
 seed-snapshot: setup
-	$(PYTHON) -m shmref.conformance --impl seed
+	$(PYTHON) -m shmref.conformance --impl seed || [ $$? -eq 1 ]  # 1: the seed fails hardened
 	$(PYTHON) -m shmref.findings --conformance build/conformance/shmref_seed/conformance.json
 
 # FINDINGS.md's generated sections (tables, the audit's coverage, the oracle's report) from

@@ -73,11 +73,9 @@ def sites(tree: ast.Module) -> Iterator[tuple[str, ast.AST, int]]:
                     if not isinstance(block, list):
                         continue
                     for i, stmt in enumerate(block):
-                        if isinstance(stmt, ast.Expr | ast.Assign | ast.AugAssign | ast.Return):
-                            if not (
-                                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-                            ):
-                                yield f"drop:{field}", node, i
+                        kinds = ast.Expr | ast.Assign | ast.AugAssign | ast.Return
+                        if isinstance(stmt, kinds) and not inert(stmt):
+                            yield f"drop:{field}", node, i
 
 
 def mutate(source: str, number: int) -> tuple[str, str]:
