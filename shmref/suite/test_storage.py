@@ -226,6 +226,55 @@ def test_signatures_interoperate_across_instances(store_factory, attach):
     reader.verify_signature(key, address, monotonic_id, signature)
 
 
+class PartsSerde:
+    """A serde that hands the store its payload in three parts (the contract
+    allows a list of bytes-likes, as vLLM's serde does for tensors); reads
+    back the whole chunk, metadata first."""
+
+    def serialize(self, value):
+        parts = [value[:2], value[2:4], value[4:]]
+        return parts, len(value), b"\x07", 1
+
+    def deserialize(self, data):
+        return bytes(data)
+
+
+def test_a_payload_in_parts_is_stored_in_order(store_factory, attach):
+    """The parts of a payload follow each other in the chunk, in order."""
+    writer = store_factory(serde=PartsSerde)
+    reader = attach(writer)
+    writer.put("k", b"abcdef")
+    assert reader.get(*handle_of(writer, "k")) == b"\x07abcdef"
+
+
+@pytest.mark.parametrize("signature", [["1"] * 32, [1.0] * 32, [None] * 32])
+def test_a_signature_of_non_ints_is_a_value_error(store_factory, attach, signature):
+    """The seed's reader checks that a signature is 32 ints in 0..255 and
+    raises ValueError otherwise, before comparing anything."""
+    writer = store_factory()
+    reader = attach(writer)
+    writer.put("k", "v")
+    address, monotonic_id, _signature, key = handle_of(writer, "k")
+    with pytest.raises(ValueError):
+        reader.get(address, monotonic_id, signature, key)
+
+
+def test_writer_refuses_the_handle_of_a_reclaimed_object(store_factory, attach):
+    """The writer checks a handle against its key index as well as the HMAC:
+    once the object is reclaimed its handle is refused, though its signature
+    is still the ring's HMAC of it."""
+    writer = store_factory(n_readers=1)
+    reader = attach(writer)
+    writer.put("k", "v")
+    address, monotonic_id, signature, key = handle_of(writer, "k")
+    writer.verify_signature(key, address, monotonic_id, signature)
+    assert reader.get(address, monotonic_id, signature, key) == "v"
+    writer.free_unused()
+    assert not writer.is_cached("k")
+    with pytest.raises(ValueError):
+        writer.verify_signature(key, address, monotonic_id, signature)
+
+
 def test_readers_in_other_processes(impl_name, store_factory):
     """Three spawned readers attach by handle, read every object and count."""
     writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
