@@ -113,6 +113,20 @@ def test_touch_protects_until_looked_up_or_released(store_factory, attach):
     assert not writer.is_cached("k")
 
 
+def test_get_cached_ends_a_touch(store_factory, attach):
+    """The lookup a touch waits for ends its protection: the item is then
+    reclaimed once its reads are done, with no release_touches."""
+    writer = store_factory(n_readers=1)
+    reader = attach(writer)
+    writer.put("k", 1)
+    reader.get(*handle_of(writer, "k"))
+    writer.touch("k")
+    writer.get_cached("k")
+    reader.get(*handle_of(writer, "k"))
+    writer.free_unused()
+    assert not writer.is_cached("k")
+
+
 def test_put_frees_oldest_when_full(store_factory, attach):
     writer = store_factory(buffer_size=256, max_object_size=64, n_readers=1)
     reader = attach(writer)
