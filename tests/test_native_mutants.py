@@ -64,7 +64,7 @@ KILLED_BY: dict[str, set[str]] = {
     },
     # increments lost between reader threads: seen through the API (what
     # free_unused reclaims), with no byte read at the seed's offsets
-    "racy_count": {"test_storage.py::test_concurrent_reader_threads_count_exactly"},
+    "racy_count": {"test_storage_readers.py::test_concurrent_reader_threads_count_exactly"},
 }
 
 # mutant -> property -> the status it must have: a store that dies is a CRASH

@@ -1,5 +1,6 @@
-"""The object store: puts, signed handles, readers in other processes,
-counting and reclamation (its bad input: test_storage_bad_input.py).
+"""The object store: puts, signed handles, counting and reclamation (its
+bad input: test_storage_bad_input.py; readers in other processes and
+threads: test_storage_readers.py).
 
 Only the contract (shmref.contract) is used: handles come from what put
 returns, counts show in what free_unused reclaims (is_cached). Only the
@@ -9,17 +10,10 @@ handle."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import signal
-import threading
-
 import pytest
 
-from shmref.contract import split_read_missing
-from shmref.store.readers import ReaderProcess
 from shmref.suite.stores import handle_of
-from shmref.suite.values import read_back, serde_of, sized, storable, stores
+from shmref.suite.values import read_back, serde_of, sized, stores
 
 
 def test_put_then_get_roundtrip_types(store_factory, attach):
@@ -125,6 +119,17 @@ def test_get_cached_ends_a_touch(store_factory, attach):
     reader.get(*handle_of(writer, "k"))
     writer.free_unused()
     assert not writer.is_cached("k")
+
+
+def test_a_closed_writer_serves_nothing(store_factory):
+    """After close() the writer no longer holds its segment: a get or a put
+    raises (which exception, and its message, is the hardened level's)."""
+    writer = store_factory()
+    handle = writer.put("k", 1)
+    writer.close()
+    for call in (lambda: writer.get(*handle), lambda: writer.put("j", 1)):
+        with pytest.raises(Exception):  # noqa: B017 - any refusal; not a value
+            call()
 
 
 def test_put_frees_oldest_when_full(store_factory, attach):
@@ -303,107 +308,3 @@ def test_writer_refuses_the_handle_of_a_reclaimed_object(store_factory, attach):
     assert not writer.is_cached("k")
     with pytest.raises(ValueError):
         writer.verify_signature(key, address, monotonic_id, signature)
-
-
-def test_readers_in_other_processes(impl_name, store_factory):
-    """Three spawned readers attach by handle, read every object and count."""
-    writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
-    serde = serde_of(writer)
-    values = [
-        storable(serde, ({"i": i, "blob": bytes([i]) * 100}, {"i": i, "blob": "ab"[i % 2] * 100}))
-        for i in range(10)
-    ]
-    handles = []
-    for i in range(10):
-        writer.put(f"k{i}", values[i])
-        handles.append(handle_of(writer, f"k{i}"))
-    readers = [ReaderProcess(impl_name, writer.reader_handle()) for _ in range(3)]
-    try:
-        for reader in readers:
-            for handle in handles:
-                reader.send("get", *handle)
-        for reader in readers:
-            got = [reader.receive() for _ in handles]
-            assert got == [("ok", read_back(serde, value)) for value in values]
-    finally:
-        for reader in readers:
-            reader.stop()
-    writer.free_unused()  # reclaims up to 2 * max_object_size bytes per call
-    writer.free_unused()
-    assert not any(writer.is_cached(f"k{i}") for i in range(10))  # all read: all reclaimed
-
-
-def test_killed_reader_mid_read_leaks_nothing(impl_name, store_factory):
-    """A reader killed while it holds a read open: no segment is leaked, and
-    the object stays pinned (its count never reached n_readers)."""
-    writer = store_factory(n_readers=1)
-    lacking = split_read_missing(writer.storage)
-    if lacking:
-        pytest.skip(f"not run: missing {lacking}")
-    writer.put("k", "v")
-    reader = ReaderProcess(impl_name, writer.reader_handle())
-    try:
-        assert reader.call("begin", *handle_of(writer, "k"))[0] == "ok"
-        assert reader.process.pid is not None
-        os.kill(reader.process.pid, signal.SIGKILL)
-        reader.process.join(10)
-    finally:
-        reader.stop()
-    writer.free_unused()
-    assert writer.is_cached("k")
-
-
-class ChainingSerde:
-    """Fails to read with a chained error, whose traceback keeps the frame
-    (and the view of the segment) that deserialize was given."""
-
-    def serialize(self, value):
-        return b"x", 1, b"", 0
-
-    def deserialize(self, data):
-        try:
-            raise KeyError("inner")
-        except KeyError as exc:
-            raise ValueError("outer") from exc
-
-
-def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_lock, is_refimpl):
-    """The view given to a failed deserialize is released, even if its frame
-    lives on in a chained error: the reader can close (FINDINGS #9a: in the
-    seed, close then raises BufferError)."""
-    if not is_refimpl:
-        pytest.skip("the seed keeps the view (FINDINGS #9a)")
-    writer = store_factory()
-    writer.put("k", "v")
-    handle = dataclasses.replace(
-        writer.handle(), serde_class=ChainingSerde, reader_lock=reader_lock
-    )
-    reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
-    with pytest.raises(ValueError, match="outer") as failure:
-        reader.get(*handle_of(writer, "k"))
-    assert isinstance(failure.value.__cause__, KeyError)  # the chained error is still alive
-    reader.close()  # must not raise BufferError
-
-
-def test_concurrent_reader_threads_count_exactly(store_factory, attach):
-    """The reader lock makes increments from many threads exact, as
-    free_unused shows it: with 201 readers owed, 200 threaded reads keep the
-    object (none counted twice), the 201st frees it (none lost)."""
-    threads_n, reads_each = 8, 25
-    writer = store_factory(n_readers=threads_n * reads_each + 1)
-    writer.put("k", list(range(50)))
-    handle = handle_of(writer, "k")
-    reader = attach(writer)
-    threads = [
-        threading.Thread(target=lambda: [reader.get(*handle) for _ in range(reads_each)])
-        for _ in range(threads_n)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    writer.free_unused()
-    assert writer.is_cached("k"), "freed after 200 of 201 reads: a read counted twice"
-    reader.get(*handle)
-    writer.free_unused()
-    assert not writer.is_cached("k"), "kept after 201 of 201 reads: a read was lost"
