@@ -191,6 +191,15 @@ def test_reader_sees_writer_chunks(impl, ring_factory):
         reader.close()
 
 
+def test_a_size_of_zero_is_refused(ring_factory):
+    """The seed refuses an empty chunk (by an assertion; a ValueError is the
+    hardened level's): nothing is allocated, so the next chunk is (0, 0)."""
+    ring = ring_factory(100)
+    with pytest.raises(Exception):  # noqa: B017 - any refusal
+        ring.allocate_buf(0)
+    assert ring.allocate_buf(8) == (0, 0)
+
+
 class TestBadInput:
     """Clear exceptions, never a crash or a silent wrong state."""
 
