@@ -201,9 +201,12 @@ def test_the_layout_store_gets_the_seeds_verdict_outside_the_layout_claim(stores
 @pytest.mark.tlc
 @pytest.mark.xdist_group("conformance")
 def test_the_serde_store_passes_seed_compatible_as_the_seed(stores, tmp_path):
+    """A serde with more overhead (48-byte units) changes no verdict: the
+    store gets the seed's status on every property of every level."""
     checks = run_oracle("seed_pickle_serde", tmp_path)
+    differ = {k: v for k, v in checks.items() if v[0] != v[1]}
+    assert checks and not differ, differ
     compatible = {k: v for k, v in checks.items() if k[0] == SEED}
-    assert compatible and all(mine == seed for mine, seed in compatible.values()), compatible
     assert {mine for mine, _seed in compatible.values()} <= {"pass", "skip"}
     layout = {k: v for k, v in checks.items() if k[0] == LAYOUT}
     assert all(mine == seed == "pass" for mine, seed in layout.values()), layout

@@ -19,6 +19,11 @@ MCForgedFirst == {<<k2, 0, 0>>}
 MCForgedFirstAny == {<<k, 0, 0>> : k \in Keys}  \* every key: keeps key symmetry
 MCForgedTwo == {<<k2, 0, 0>>, <<k1, 1, 1>>}
 
+\* Units wider than 16 bytes (`UNIT_BYTES <- MCWideUnit`): a store whose
+\* serde needs more room per object; every unit of 32 bytes or more gives
+\* the same free target in units (StorageAlloc's FreeTarget).
+MCWideUnit == 32
+
 \* `SPLIT_END <- MCSplitEnd`: get_end's re-check and increment are two
 \* steps (the writer has no reader lock: the H-EndWindow window).
 MCSplitEnd == TRUE

@@ -8,13 +8,22 @@
 (***************************************************************************)
 EXTENDS StorageState
 
-\* free_unused's target.  Seed: 2*max_object_size bytes = 2*MAX_OBJ - 1
-\* units.  refimpl (FIXED): 2*(max_object_size + 8) - 1 = 32*MAX_OBJ - 1
-\* bytes; the free loop compares whole-unit sums (multiples of 16) with it,
-\* so it stops at the same chunk as a target of 2*MAX_OBJ units.  Units are
-\* exact only for chunk sizes that are multiples of 16 (DESIGN.md, Units);
-\* MCRingBytes checks the target byte by byte.
-FreeTarget == IF FIXED THEN 2 * MAX_OBJ ELSE 2 * MAX_OBJ - 1
+\* Bytes per unit: 16, twice the 8-byte chunk header (DESIGN.md, Units).  A
+\* serde with more overhead per object needs wider units (the oracle's
+\* shmref.store.values.unit_for); MCStorageWide overrides this with 32.
+UNIT_BYTES == 16
+
+\* free_unused's target in bytes, with max_object_size = UNIT_BYTES*MAX_OBJ
+\* - 8: seed 2*max_object_size, refimpl (FIXED) 2*(max_object_size + 8) - 1.
+\* The free loop frees whole chunks while the freed bytes are below it, so
+\* in units it stops at the ceiling of target / UNIT_BYTES: 2*MAX_OBJ - 1
+\* for the seed with 16-byte units, 2*MAX_OBJ for refimpl and for the seed
+\* with any wider unit (32, 48, ...: 16 / UNIT_BYTES < 1).  Units are exact
+\* only for chunk sizes that are multiples of the unit; MCRingBytes checks
+\* the target byte by byte.
+FreeTargetBytes ==
+    IF FIXED THEN 2 * UNIT_BYTES * MAX_OBJ - 1 ELSE 2 * (UNIT_BYTES * MAX_OBJ - 8)
+FreeTarget == (FreeTargetBytes + UNIT_BYTES - 1) \div UNIT_BYTES
 
 \* free_unused() on S: ring.free_buf(default_is_free_check, 2*max_object_size)
 \* then, for every id free_buf RETURNS, del key_index[id_index[id]],
