@@ -158,6 +158,21 @@ def test_side_by_side_uses_the_stores_own_serde(stores):
 # -- end to end (slow) -----------------------------------------------------------------------
 
 
+def failures_in(out: Path, which: Any) -> list[str]:
+    """The report's failure traces of the named (level, property) pairs, so
+    that a difference from the seed says why."""
+    import json
+
+    report = json.loads((out / "conformance.json").read_text())
+    return [
+        failure["trace"]
+        for level in LEVELS
+        for c in report["levels"][level]["checks"]
+        if (level, c["name"]) in which
+        for failure in c.get("failures", [])
+    ]
+
+
 def run_oracle(impl: str, out: Path) -> dict[str, Any]:
     """`python -m shmref.conformance --impl IMPL --quick --all-groups`, the
     fixture stores importable; {(level, name): (status, seed's status)}."""
@@ -205,7 +220,7 @@ def test_the_serde_store_passes_seed_compatible_as_the_seed(stores, tmp_path):
     store gets the seed's status on every property of every level."""
     checks = run_oracle("seed_pickle_serde", tmp_path)
     differ = {k: v for k, v in checks.items() if v[0] != v[1]}
-    assert checks and not differ, differ
+    assert checks and not differ, (differ, failures_in(tmp_path, differ))
     compatible = {k: v for k, v in checks.items() if k[0] == SEED}
     assert {mine for mine, _seed in compatible.values()} <= {"pass", "skip"}
     layout = {k: v for k, v in checks.items() if k[0] == LAYOUT}
