@@ -158,6 +158,25 @@ def test_side_by_side_uses_the_stores_own_serde(stores):
 # -- end to end (slow) -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.tlc
+def test_a_wide_serde_is_replayed_on_the_model_of_its_width(stores):
+    """MCStorageWide is not decoration: the pickle store (48-byte units)
+    diverges from MCStorage's simulations at a free step and follows
+    MCStorageWide's, and the seed (16-byte units) the other way round."""
+    from shmref.suite.test_replay import replay_all, storage_corpus, storage_model
+
+    pickle_store, seed = stores["seed_pickle_serde"], stores["seed"]
+    assert (storage_model(pickle_store), storage_model(seed)) == ("MCStorageWide", "MCStorage")
+    for impl, own, other in (
+        (pickle_store, "MCStorageWide", "MCStorage"),
+        (seed, "MCStorage", "MCStorageWide"),
+    ):
+        assert replay_all(impl, own, storage_corpus(own))[1] == []
+        failures = replay_all(impl, other, storage_corpus(other))[1]
+        assert failures and "free_unused" in failures[0], impl.__name__
+
+
 def failures_in(out: Path, which: Any) -> list[str]:
     """The report's failure traces of the named (level, property) pairs, so
     that a difference from the seed says why."""

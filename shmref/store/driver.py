@@ -34,7 +34,7 @@ from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
 from shmref.core.vocabulary import classify
 from shmref.store.observe import Segment
 from shmref.store.readers import LocalReader, RemoteReader
-from shmref.store.values import MD_SIZE, UNIT, default_serde_class, unit_for, value_for
+from shmref.store.values import MD_SIZE, UNIT, store_unit, unit_for, value_for
 
 FORGED_SIGNATURE = [0] * 32
 FOREIGN_SECRET = bytes(range(32))  # another storage's secret
@@ -72,8 +72,7 @@ class Driver:
         self.impl = impl
         self.n_units = n_units
         self.serde_class = serde_class
-        measured = serde_class or (default_serde_class(impl) if storage else None)
-        self.unit = unit_for(measured) if measured is not None else UNIT
+        self.unit = store_unit(impl, serde_class) if storage or serde_class else UNIT
         self.resources = ExitStack()
         self.ring = impl.SingleWriterShmRingBuffer(self.unit * n_units, create=True)
         self.resources.callback(self.ring.close)

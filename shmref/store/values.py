@@ -78,3 +78,10 @@ def default_serde_class(impl: ModuleType) -> type | None:
         return None
     default = parameter.default
     return default if isinstance(default, type) else None
+
+
+def store_unit(impl: ModuleType, serde_class: type | None = None) -> int:
+    """The unit a store is driven in: its serde's (`serde_class`, else the
+    storage's default), 16 bytes when none can be seen."""
+    measured = serde_class or default_serde_class(impl)
+    return unit_for(measured) if measured is not None else UNIT

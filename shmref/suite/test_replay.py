@@ -15,7 +15,7 @@ import pytest
 from shmref import tlc
 from shmref.core.paths import SPEC_DIR
 from shmref.seed.mutants import build_mutant
-from shmref.store.values import UNIT, default_serde_class, unit_for
+from shmref.store.values import UNIT, store_unit
 from shmref.tlc.corpus import simulation_corpus, state_graph
 from shmref.traces.replay import Replayer
 
@@ -26,16 +26,20 @@ pytestmark = pytest.mark.tlc
 def corpus() -> dict[str, list[tlc.Trace]]:
     return {
         "MCRing": simulation_corpus("MCRing", 100, 40, 20261202),
-        "MCStorage": simulation_corpus("MCStorage", 150, 40, 20261202),
+        "MCStorage": storage_corpus("MCStorage"),
     }
+
+
+def storage_corpus(model: str) -> list[tlc.Trace]:
+    """The simulations of a storage model (MCStorage or MCStorageWide)."""
+    return simulation_corpus(model, 150, 40, 20261202)
 
 
 def storage_model(impl) -> str:
     """MCStorage, or MCStorageWide for a store whose serde needs units wider
     than 16 bytes: there the seed's free target is another number of units,
     so the store is judged by the model of its own width, not its serde's."""
-    serde = default_serde_class(impl)
-    return "MCStorageWide" if serde is not None and unit_for(serde) > UNIT else "MCStorage"
+    return "MCStorageWide" if store_unit(impl) > UNIT else "MCStorage"
 
 
 def replay_all(impl, model: str, traces: list[tlc.Trace]) -> tuple[int, list[str]]:
@@ -53,7 +57,7 @@ def replay_all(impl, model: str, traces: list[tlc.Trace]) -> tuple[int, list[str
 def test_simulation_corpus_replays(impl, corpus, model):
     if model == "MCStorage" and storage_model(impl) != model:
         model = storage_model(impl)
-        corpus = {model: simulation_corpus(model, 150, 40, 20261202)}
+        corpus = {model: storage_corpus(model)}
     traces = corpus[model]
     steps, failures = replay_all(impl, model, traces)
     actions = {s.vars["last_action"]["name"] for t in traces for s in t.states[1:]}
