@@ -205,3 +205,33 @@ def test_merge_keeps_the_later_runs_notes_and_each_sections_date() -> None:
     assert merged["notes"] == ["stress seed: new", "same"]
     assert merged["meta"]["date"] == "cpu 2026-12-03, store 2026-12-04"
     assert merge([run("cpu", "d", "x: y")])["meta"]["date"] == "d"
+
+
+def test_tlc_and_failing_store_runs_are_drawn_when_recorded() -> None:
+    """bench/results.json has no tlc section yet and no failing store's run:
+    once `python -m bench` records them, their bars are drawn and labelled."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install '.[dev]')")
+    from bench import plots
+    from bench.report import readme_block
+
+    results = _recorded()
+    row = {"distinct_states": 13229, "depth": 25, "wall_s": 4.0, "states_per_min": 1.0}
+    results["tlc"] = {
+        "startup_s": 1.5,
+        "trivial": {"net_states_per_min": 4e6},
+        "models": [
+            dict(row, model="MCRing", outcome="ok", net_states_per_min=3e5),
+            dict(row, model="MCDoubleRead", outcome="invariant X", net_states_per_min=2e5),
+        ],
+    }
+    failing = dict(results["conformance"][1], run="full, cached (fails)", exit=1, target_s=None)
+    failing["command"] = "python -m shmref.conformance --impl seed"
+    results["conformance"].append(failing)
+    drawn = plots.render(results)
+    assert list(drawn) == ["putget.svg", "oracle.svg", "tlc.svg"]
+    assert b"MCDoubleRead" in drawn["tlc.svg"] and b"trivial spec" in drawn["tlc.svg"]
+    assert b"seed: full, cached (fails)" in drawn["oracle.svg"]
+    assert b"exit 1 (failures found)" in drawn["oracle.svg"]
+    block = readme_block(results)
+    assert "](docs/bench/tlc.svg)" in block and "TLC: 2 models, 26,458 distinct states" in block
+    assert "| `seed`: full, cached (fails) |" in block
