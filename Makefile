@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -57,6 +57,11 @@ fuzz: setup
 
 bench: setup native
 	$(PYTHON) -m bench
+
+# Measure nothing: README.md's benchmark section (plots, compact tables),
+# docs/bench.md (every table) and docs/bench/*.svg from bench/results.json.
+bench-plots:
+	$(PYTHON) -m bench --report-only bench/results.json --update-readme > /dev/null
 
 # The seed-compatible level's mutation score: small defects in the seed's own
 # code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`.

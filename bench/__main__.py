@@ -1,4 +1,10 @@
-"""`python -m bench [--quick] [--out PATH] [--update-readme] [--only SECTION ...]`."""
+"""`python -m bench [--quick] [--out PATH] [--update-readme] [--only SECTION ...]`.
+
+Every run also draws its plots (bench/plots.py): into docs/bench/ when the
+results go to bench/results.json, else beside the results file.
+`--plots-only` and `--report-only` measure nothing: they redraw the recorded
+results' plots (and, with --update-readme, README.md's section and
+docs/bench.md; `make bench-plots`)."""
 
 from __future__ import annotations
 
@@ -14,7 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import conformancebench, cpu, instructions, replaybench, report, store, stress, tlcbench
+from bench import (
+    conformancebench,
+    cpu,
+    instructions,
+    plots,
+    replaybench,
+    report,
+    store,
+    stress,
+    tlcbench,
+)
 from bench.common import BENCH_DIR, REPO, cleanup_guard, load_native, progress
 from shmref.testing import shmtrack
 
@@ -117,13 +133,23 @@ def main(argv: list[str] | None = None) -> int:
         "README.md) the tables of earlier runs' results (several: their "
         "sections merged, e.g. a run of --only conformance beside one of the rest)",
     )
+    parser.add_argument(
+        "--plots-only",
+        action="store_true",
+        help="measure nothing: draw the plots of bench/results.json (or of --report-only's "
+        "files) into --plots",
+    )
+    parser.add_argument(
+        "--plots",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder for the SVG plots (default: docs/bench/ for bench/results.json, "
+        "else the results file's folder; --update-readme: always docs/bench/)",
+    )
     args = parser.parse_args(argv)
-    if args.report_only is not None:
-        text = report.markdown(merge([json.loads(p.read_text("utf-8")) for p in args.report_only]))
-        print(text)
-        if args.update_readme:
-            report.update_readme(REPO / "README.md", text)
-        return 0
+    if args.report_only is not None or args.plots_only:
+        return _from_recorded(args)
     sections = set(args.only or SECTIONS)
     if args.quick and not args.only:
         sections -= SLOW_SECTIONS
@@ -206,13 +232,36 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_finite(results), indent=1) + "\n", encoding="utf-8")
-    text = report.markdown(results)
-    print(text)
+    print(report.markdown(results))
     progress(f"results written to {out}")
     if args.update_readme:
-        report.update_readme(REPO / "README.md", text)
-        progress("README.md benchmark section updated")
+        written = report.publish(results, REPO)
+        progress("updated: " + ", ".join(str(p.relative_to(REPO)) for p in written))
+    else:
+        default = out.resolve() == (BENCH_DIR / "results.json").resolve()
+        folder = args.plots or (plots.PLOTS_DIR if default else out.parent)
+        svgs = plots.write(results, folder)
+        progress("plots: " + ", ".join(str(p) for p in svgs))
     return 1 if leaked or children else 0
+
+
+def _from_recorded(args: argparse.Namespace) -> int:
+    """--report-only / --plots-only: tables, plots and pages from recorded results."""
+    paths = args.report_only or [BENCH_DIR / "results.json"]
+    try:
+        results = merge([json.loads(p.read_text("utf-8")) for p in paths])
+        if not args.plots_only:
+            print(report.markdown(results))
+        if args.update_readme:  # README links the plots in docs/bench/: all three together
+            written = report.publish(results, REPO)
+        else:
+            written = plots.write(results, args.plots or plots.PLOTS_DIR)
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        what = " ".join(map(str, paths))
+        print(f"bench: cannot draw from {what}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    progress("written: " + ", ".join(str(p) for p in written))
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ own cache is neither used nor changed:
 2. full, cached: the traces and the seed's baseline come from step 1;
 3. `--quick`, which builds the quick seed baseline (not measured against a
    target: it is the quick run's own first run);
-4. `--quick`, cached.
+4. `--quick`, cached;
+5. and 6. full and `--quick` on a store that fails (`FAILING`, the seed: its
+   protocol-safe properties fail), cached: what judging a broken store costs
+   (a failure's shrinking and trace included).
 
 Each run's wall time is compared with its target (`RUNS`); the report's
 own `seconds` (its JSON) is kept beside it: the difference is start-up
@@ -42,6 +45,7 @@ from typing import Any
 from bench.common import REPO, progress
 
 IMPL = "refimpl"
+FAILING = "seed"  # fails protocol-safe (FINDINGS.md): exit 1, failures shrunk and traced
 SLOWEST = 8  # test functions listed per run
 _DURATION = re.compile(r"^\s*([\d.]+)s\s+(?:setup|call|teardown)\s+(\S+)", re.MULTILINE)
 
@@ -51,6 +55,7 @@ class Run:
     label: str
     quick: bool
     target_s: float | None  # None: measured, not judged
+    impl: str = IMPL
 
 
 RUNS = (
@@ -58,12 +63,14 @@ RUNS = (
     Run("full, cached", quick=False, target_s=60.0),
     Run("--quick, first quick run (its seed baseline built)", quick=True, target_s=None),
     Run("--quick, cached", quick=True, target_s=20.0),
+    Run("full, cached (fails)", quick=False, target_s=None, impl=FAILING),
+    Run("--quick, cached (fails)", quick=True, target_s=None, impl=FAILING),
 )
 
 
-def command(quick: bool, out: Path) -> list[str]:
-    args = [sys.executable, "-m", "shmref.conformance", "--impl", IMPL, "--out", str(out)]
-    return args + (["--quick"] if quick else [])
+def command(run: Run, out: Path) -> list[str]:
+    args = [sys.executable, "-m", "shmref.conformance", "--impl", run.impl, "--out", str(out)]
+    return args + (["--quick"] if run.quick else [])
 
 
 def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
@@ -73,7 +80,7 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
         PYTHONPATH=str(REPO),
         PYTEST_ADDOPTS="--durations=0",
     )
-    argv = command(run.quick, out)
+    argv = command(run, out)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=False)
@@ -86,7 +93,7 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
         report = json.loads(report_path.read_text(encoding="utf-8"))
     row: dict[str, Any] = {
         "run": run.label,
-        "command": f"python -m shmref.conformance --impl {IMPL}" + (" --quick" * run.quick),
+        "command": f"python -m shmref.conformance --impl {run.impl}" + (" --quick" * run.quick),
         "wall_s": wall,
         "cpu_s": cpu,
         "report_s": report.get("seconds"),
@@ -99,7 +106,7 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
     if log:
         row.update(where_time_goes(log))
     seed_log = workers_log(out / "seed-baseline")  # the baseline's copy (built or cached)
-    if seed_log and not run.label.endswith("cached"):
+    if seed_log and "cached" not in run.label:
         row["seed_baseline"] = where_time_goes(seed_log)
     if done.returncode not in (0, 1):  # 1: a property failed, still a timed run
         row["error"] = (done.stderr or done.stdout).strip()[-400:]

@@ -109,17 +109,84 @@ def test_conformance_table_flags_a_run_over_its_target() -> None:
     assert "**over** 60 s" in over
 
 
-def test_readme_bench_section_is_generated_from_bench_results_json() -> None:
-    """README's tables are bench/results.json rendered (make bench --update-readme);
-    an edited number in either makes this fail."""
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _recorded() -> dict[str, Any]:
     from bench.__main__ import merge
 
-    repo = Path(__file__).resolve().parents[1]
-    results = json.loads((repo / "bench" / "results.json").read_text("utf-8"))
-    readme = (repo / "README.md").read_text("utf-8")
-    assert f"{START}\n{markdown(merge([results]))}{END}" in readme
-    results["meta"]["python"] = "tampered"  # a broken input: no longer matches
-    assert f"{START}\n{markdown(merge([results]))}{END}" not in readme
+    return merge([json.loads((REPO / "bench" / "results.json").read_text("utf-8"))])
+
+
+def test_readme_bench_section_is_generated_from_bench_results_json() -> None:
+    """README's section (plots, compact tables) is bench/results.json rendered
+    (make bench-plots); an edited number in either makes this fail."""
+    from bench.report import readme_block
+
+    results = _recorded()
+    readme = (REPO / "README.md").read_text("utf-8")
+    assert f"{START}\n{readme_block(results)}{END}" in readme
+    assert "](docs/bench/putget.svg)" in readme and "](docs/bench.md)" in readme
+    results["store"]["throughput"][0]["ops_per_s"] += 1000  # a broken input: no longer matches
+    assert f"{START}\n{readme_block(results)}{END}" not in readme
+
+
+def test_bench_page_has_every_table_and_is_current() -> None:
+    """docs/bench.md: every table (the fifteen-column one too) and the notes."""
+    from bench.report import PAGE, page
+
+    results = _recorded()
+    text = (REPO / PAGE).read_text("utf-8")
+    assert text == page(results), "docs/bench.md is stale: run make bench-plots"
+    assert markdown(results) in text and "| copies refimpl/seed/plain |" in text
+    results["meta"]["python"] = "tampered"
+    assert page(results) != text
+
+
+def test_plots_are_current_and_a_stale_one_is_caught(tmp_path: Path) -> None:
+    """docs/bench/*.svg are bench/results.json drawn again, byte for byte; a plot
+    of other numbers, a missing one and one left without data are all stale."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install '.[dev]')")
+    from bench import plots
+
+    results = _recorded()
+    folder = REPO / "docs" / "bench"
+    stale = plots.stale(results, folder)
+    if stale:
+        drawn_by = (folder / stale[0]).read_text("utf-8").split("<dc:title>")[-1][:20]
+        import matplotlib
+
+        pytest.fail(
+            f"stale plots {stale} (drawn by {drawn_by!r}, installed matplotlib "
+            f"{matplotlib.__version__}): run make bench-plots"
+        )
+    written = plots.write(results, tmp_path)
+    assert [p.name for p in written] == plots.available(results)
+    for path in written:  # the same bytes in a fresh folder: deterministic
+        assert path.read_bytes() == (folder / path.name).read_bytes()
+        assert b"<text" in path.read_bytes()  # svg.fonttype none: labels stay text
+    changed = json.loads(json.dumps(results))
+    changed["store"]["throughput"][0]["ops_per_s"] *= 2  # the deliberately stale input
+    assert plots.stale(changed, tmp_path) == ["putget.svg"]
+    del changed["conformance"]
+    assert plots.stale(changed, tmp_path) == ["putget.svg", "oracle.svg"]  # left without data
+    (tmp_path / "putget.svg").unlink()
+    assert "putget.svg" in plots.stale(results, tmp_path)  # missing
+
+
+def test_plots_from_unreadable_results_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.__main__ import main
+
+    missing = tmp_path / "nothing.json"
+    assert main(["--plots-only", "--report-only", str(missing), "--plots", str(tmp_path)]) == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"meta": {}}')
+    assert main(["--plots-only", "--report-only", str(broken), "--plots", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("bench: cannot draw from") for line in err)
+    assert str(missing) in err[0] and "Traceback" not in "".join(err)
 
 
 def test_merge_keeps_the_later_runs_notes_and_each_sections_date() -> None:
@@ -138,3 +205,33 @@ def test_merge_keeps_the_later_runs_notes_and_each_sections_date() -> None:
     assert merged["notes"] == ["stress seed: new", "same"]
     assert merged["meta"]["date"] == "cpu 2026-12-03, store 2026-12-04"
     assert merge([run("cpu", "d", "x: y")])["meta"]["date"] == "d"
+
+
+def test_tlc_and_failing_store_runs_are_drawn_when_recorded() -> None:
+    """bench/results.json has no tlc section yet and no failing store's run:
+    once `python -m bench` records them, their bars are drawn and labelled."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install '.[dev]')")
+    from bench import plots
+    from bench.report import readme_block
+
+    results = _recorded()
+    row = {"distinct_states": 13229, "depth": 25, "wall_s": 4.0, "states_per_min": 1.0}
+    results["tlc"] = {
+        "startup_s": 1.5,
+        "trivial": {"net_states_per_min": 4e6},
+        "models": [
+            dict(row, model="MCRing", outcome="ok", net_states_per_min=3e5),
+            dict(row, model="MCDoubleRead", outcome="invariant X", net_states_per_min=2e5),
+        ],
+    }
+    failing = dict(results["conformance"][1], run="full, cached (fails)", exit=1, target_s=None)
+    failing["command"] = "python -m shmref.conformance --impl seed"
+    results["conformance"].append(failing)
+    drawn = plots.render(results)
+    assert list(drawn) == ["putget.svg", "oracle.svg", "tlc.svg"]
+    assert b"MCDoubleRead" in drawn["tlc.svg"] and b"trivial spec" in drawn["tlc.svg"]
+    assert b"seed: full, cached (fails)" in drawn["oracle.svg"]
+    assert b"exit 1 (failures found)" in drawn["oracle.svg"]
+    block = readme_block(results)
+    assert "](docs/bench/tlc.svg)" in block and "TLC: 2 models, 26,458 distinct states" in block
+    assert "| `seed`: full, cached (fails) |" in block

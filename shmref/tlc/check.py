@@ -36,7 +36,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TextIO
 
 from shmref.core.paths import SPEC_DIR, cache_dir
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
@@ -54,6 +56,7 @@ from shmref.tlc.manifest import (
     record_check,
     regenerate_readme,
 )
+from shmref.tlc.progress import Progress
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 
@@ -155,14 +158,26 @@ def _missing(spec_dir: Path, model: Model) -> str | None:
 
 
 def check_model(
-    model: Model, spec_dir: Path, out_dir: Path, workers: int, timeout: float | None
+    model: Model,
+    spec_dir: Path,
+    out_dir: Path,
+    workers: int,
+    timeout: float | None,
+    shown: Progress | None = None,
 ) -> Result:
     missing = _missing(spec_dir, model)
     if missing:
         return Result(model, "UNEXPECTED", None, missing)
     started = time.monotonic()
+    if shown is not None:
+        shown.start(model.name)
+    summary = f"TLC {model.tla_file}:"  # run_tlc's last line: the finished line says it
 
     def progress(line: str) -> None:
+        if shown is not None:
+            if not line.startswith(summary):
+                shown.note(model.name, line)
+            return
         print(
             f"    [{model.name} {time.monotonic() - started:.0f}s] {line}",
             file=sys.stderr,
@@ -225,20 +240,32 @@ def run_models(
     jobs: int,
     workers: int | None,
     timeout: float | None,
+    stream: TextIO | None = None,
 ) -> list[Result]:
-    """Every model, `jobs` at a time (longest first); results in manifest order."""
+    """Every model, `jobs` at a time (longest first); results in manifest order.
+    Progress goes to `stream` (default stderr): a bar on a terminal, else a
+    line per finished model; the results table to stdout."""
     jobs = max(1, jobs)
     per_model = workers or max(1, (os.cpu_count() or 1) // jobs)
     order = sorted(models, key=lambda m: -(m.measured.seconds or 0.0))
     done: dict[str, Result] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [
-            pool.submit(check_model, m, spec_dir, out_dir, per_model, timeout) for m in order
-        ]
-        for future in as_completed(futures):
-            res = future.result()
-            print_result(res)
-            done[res.model.name] = res
+    shown = Progress(len(order), stream or sys.stderr)
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [
+                pool.submit(check_model, m, spec_dir, out_dir, per_model, timeout, shown)
+                for m in order
+            ]
+            for future in as_completed(futures):
+                res = future.result()
+                shown.above(partial(print_result, res))
+                states, seconds = (
+                    (res.run.distinct_states, res.run.seconds) if res.run else (None, None)
+                )
+                shown.finish(res.model.name, res.verdict, states, seconds)
+                done[res.model.name] = res
+    finally:
+        shown.close()
     return [done[m.name] for m in models]
 
 

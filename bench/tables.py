@@ -1,0 +1,208 @@
+"""Markdown tables of the other sections: TLC, replay, CPU, callgrind, the oracle's speed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.store_tables import md_table, num
+
+
+def tlc_tables(tlc: dict[str, Any]) -> list[str]:
+    trivial = tlc["trivial"]
+    out = [
+        "### TLC per model",
+        "",
+        f"Baseline: {trivial['model']}, {trivial['distinct_states']:,} distinct states in "
+        f"{trivial['wall_s']:.1f} s, {num(trivial['net_states_per_min'])} states/min "
+        f"net of TLC's {tlc['startup_s']:.1f} s start-up (a one-state spec's wall time). "
+        "`vs trivial` = the model's net states/min over the baseline's.",
+        "",
+    ]
+    out += md_table(
+        [
+            "model",
+            "outcome",
+            "distinct states",
+            "depth",
+            "wall s",
+            "states/min",
+            "net states/min",
+            "vs trivial",
+        ],
+        [
+            [
+                m["model"],
+                m["outcome"],
+                f"{m['distinct_states']:,}",
+                str(m["depth"]),
+                f"{m['wall_s']:.1f}",
+                num(m["states_per_min"]),
+                num(m["net_states_per_min"]),
+                f"{m['vs_trivial']:.3f}",
+            ]
+            for m in tlc["models"]
+        ],
+    )
+    return out
+
+
+def replay_tables(replay: dict[str, Any]) -> list[str]:
+    out: list[str] = ["### Replay and the state machine (refimpl, real shared memory)", ""]
+    rows = []
+    if "corpus" in replay:
+        c = replay["corpus"]
+        rows.append(
+            [
+                f"replay, {c['model']} simulation corpus",
+                f"{c['traces']} traces, {c['steps']:,} steps",
+                f"{c['seconds']:.2f}",
+                f"{num(c['traces_per_s'])} traces/s, {num(c['steps_per_s'])} steps/s",
+            ]
+        )
+    if "state_machine" in replay:
+        m = replay["state_machine"]
+        rows.append(
+            [
+                "Hypothesis state machine",
+                f"{m['examples']} examples, {m['steps']:,} steps",
+                f"{m['seconds']:.2f}",
+                f"{num(m['steps_per_s'])} steps/s",
+            ]
+        )
+    if "edge_coverage" in replay:
+        e = replay["edge_coverage"]
+        rows.append(
+            [
+                f"edge coverage, MCRing ({e['cfg']})",
+                f"{e['edges']:,} edges, {e['paths_replayed']:,}/{e['paths']:,} paths, "
+                f"{e['steps']:,} steps, coverage {100 * e['coverage']:.1f}%",
+                f"{e['replay_s']:.2f}",
+                f"{num(e['edges_per_s'])} edges/s, {num(e['steps_per_s'])} steps/s "
+                f"(+ TLC dump {e['tlc_dump_s']:.1f} s, covering_paths "
+                f"{e['covering_paths_s']:.1f} s)",
+            ]
+        )
+    out += md_table(["what", "size", "seconds", "rate"], rows)
+    mutants = replay.get("mutants")
+    if mutants:
+        out += ["", "### Time to first failure of each injected bug", ""]
+
+        def cell(r: dict[str, Any], unit: str) -> str:
+            if not r["caught"]:
+                return f"not caught ({r['seconds']:.2f} s)"
+            return f"{r['seconds']:.2f} s ({r[unit]:,} {unit})"
+
+        out += md_table(
+            ["mutant", "replay", "state machine"],
+            [
+                [
+                    f"`{m['mutant']}` ({m['replay']['model']})",
+                    cell(m["replay"], "steps"),
+                    cell(m["state_machine"], "steps"),
+                ]
+                for m in mutants
+            ],
+        )
+    return out
+
+
+def cpu_tables(rows: list[dict[str, Any]]) -> list[str]:
+    from bench.cpu import table
+
+    out = [
+        "### CPU per put+get in one process (refimpl and the seed taking turns)",
+        "",
+        "The put+get of the callgrind table, timed by CPU time (`bench/cpu.py`): no pipes "
+        "or reader processes, and no time slice lost to other processes. Per repetition "
+        "every contender runs a batch back to back; seed CPU / refimpl CPU is the median "
+        "over repetitions of their ratio in the same repetition, in brackets its "
+        "quartiles (above 1 = refimpl needs less CPU).",
+        "",
+    ]
+    return out + table(rows)
+
+
+def instruction_tables(result: dict[str, Any]) -> list[str]:
+    from bench.instructions import table
+
+    out = [
+        "### Instructions per put+get (callgrind)",
+        "",
+        "Counted by valgrind's callgrind in one process (`bench/instructions.py`): "
+        "deterministic, so the load of a shared machine does not move it. valgrind "
+        "counts each byte that glibc's `rep movsb` copies as one instruction, so at "
+        "1 MiB the two copies (plain) are nearly everything. refimpl / seed below 1 "
+        "= refimpl does less work. L1d misses = the simulated first-level data cache's "
+        "read and write misses (`--cache-sim=yes`): the memory each moves.",
+        "",
+    ]
+    return out + table(result)
+
+
+def impl_of(row: dict[str, Any]) -> str:
+    """The module a conformance run judged, from its recorded command."""
+    words = row.get("command", "").split()
+    return words[words.index("--impl") + 1] if "--impl" in words[:-1] else "?"
+
+
+def run_label(row: dict[str, Any]) -> str:
+    impl = impl_of(row)
+    return row["run"] if impl == "refimpl" else f"`{impl}`: {row['run']}"
+
+
+def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
+    others = sorted({impl_of(r) for r in rows} - {"refimpl"})
+    also = "".join(f" and on `{o}` (a store that fails: exit 1)" for o in others)
+    out = [
+        "### The oracle's speed: a conformance run on refimpl" + also,
+        "",
+        "Each run is `python -m shmref.conformance --impl refimpl` as a subprocess, on one "
+        "fresh temporary cache, in this order (`bench/conformancebench.py`). wall s includes "
+        "start-up; report s is the report's own `seconds`; CPU s = user + system time of "
+        "the run and the processes it waited for (TLC's JVM, spawned readers), which the "
+        "machine's other load does not inflate: on 2 idle cores the wall time is at least "
+        "CPU s / 2.",
+        "",
+    ]
+
+    def verdict(r: dict[str, Any]) -> str:
+        if r["target_s"] is None:
+            return "-"
+        mark = "within" if r["within_target"] else "**over**"
+        return f"{mark} {r['target_s']:.0f} s"
+
+    out += md_table(
+        ["run", "wall s", "report s", "CPU s", "exit", "target"],
+        [
+            [
+                run_label(r),
+                f"{r['wall_s']:.1f}",
+                "-" if r["report_s"] is None else f"{r['report_s']:.1f}",
+                f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-",
+                str(r["exit"]),
+                verdict(r),
+            ]
+            for r in rows
+        ],
+    )
+    for r in rows:
+        if "seed_baseline" in r:
+            b = r["seed_baseline"]
+            slowest = ", ".join(f"`{k}` {v:.0f} s" for k, v in b["slowest_tests_s"].items())
+            out += [
+                "",
+                f'In "{r["run"]}" the seed baseline (the seed\'s own run, then cached) spends '
+                f"{b['pytest_s']:.0f} s in pytest; its slowest tests: {slowest}.",
+            ]
+        if "pytest_s" not in r or "cached" not in r["run"]:
+            continue
+        files = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["pytest_files_s"].items())
+        slowest = ", ".join(f"`{k}` {v:.0f} s" for k, v in r["slowest_tests_s"].items())
+        other = "" if r["report_s"] is None else f" of the report's {r['report_s']:.0f} s"
+        out += [
+            "",
+            f'Where the time of "{r["run"]}" goes (pytest `--durations`): the suite\'s tests '
+            f"take {r['pytest_s']:.0f} s{other} (TLC, the hazard replays and trace "
+            f"validation run beside or after them). Per file: {files}. Slowest tests: {slowest}.",
+        ]
+    return out
