@@ -261,8 +261,11 @@ class Drawing:
                 f'<path d="M{mx} {y + BAR_H} l-3 5 h6 z" fill="{INK}"/>'
                 + _text(mx + (4 if label == "s" else -10), y + dy, label, size=FONT - 2)
             )
-        wraps = ring.chunks and (ring.end % n < ring.start % n or ring.end - ring.start >= n)
-        if wraps or ring.start >= n:
+        # the live region [start, end) crosses the end of the buffer: a lap
+        wraps = (
+            bool(ring.chunks) and ring.end > ring.start and ring.start // n != (ring.end - 1) // n
+        )
+        if wraps:
             out.append(
                 _text(data_x + n * cell + 3, y + 15, "\u21bb", fill=RED, size=FONT + 2)
                 + f"<title>lap: start {ring.start}, end {ring.end} (N = {n})</title>"

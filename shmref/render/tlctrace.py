@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shmref import tlc
-from shmref.render.model import Step, Trace, actor_of, show, spec_ring, step_args
+from shmref.render.model import Chunk, Ring, Step, Trace, actor_of, show, spec_ring, step_args
 
 
 def spec_result(action: Mapping[str, Any]) -> str:
@@ -70,3 +70,80 @@ def from_tlc(
         if trace.back_to is not None:
             last.note += f" (the behaviour loops back to step {trace.back_to} for ever)"
     return out
+
+
+def from_hotkey(
+    trace: tlc.Trace, constants: Mapping[str, Any], *, title: str, case: str = "", verdict: str = ""
+) -> Trace:
+    """spec/HotKey.tla's abstract counterexample (a FIFO of at most CAP chunks
+    of one size, each with its pending deliveries per reader) as steps: the
+    reader of a read and the chunk handed out again are read off the change
+    between two states; a chunk's id is the number of its put."""
+    readers = sorted(str(r) for r in constants.get("Readers", ()))
+    cap = int(constants.get("CAP", 0))
+    out = Trace(
+        "hazard",
+        title,
+        case=case,
+        verdict=verdict,
+        constants={"N": cap, "R": len(readers), "CAP": cap},
+        readers=readers,
+        ring_label="spec",
+    )
+    ids: list[int] = []
+    puts = 0
+    before: tuple[Any, ...] = ()
+    for state in trace.states[1:]:
+        ring = tuple(state.vars.get("ring", ()))
+        last = str(state.vars.get("last", "?"))
+        action: dict[str, Any] = {"name": "put"}
+        outcome, result = "ok", ""
+        if last in ("put_ok", "put_failed"):
+            dropped = len(before) - (len(ring) - (last == "put_ok"))
+            ids = ids[dropped:]
+            if last == "put_ok":
+                ids.append(puts)
+                result = f"id {puts}"
+                puts += 1
+            else:
+                outcome = "MemoryError"
+            action["key"] = f"k{puts}"
+        elif last == "get_cached":
+            grown = [i for i, c in enumerate(ring) if i < len(before) and c != before[i]]
+            action = {"name": "get_cached", "key": f"id {ids[grown[0]]}" if grown else "?"}
+        elif last == "read":
+            action = {"name": "get_end", "reader": "?"}
+            for i, chunk in enumerate(ring):
+                for r in readers:
+                    if i < len(before) and chunk["pend"][r] < before[i]["pend"][r]:
+                        action = {"name": "get_end", "reader": r, "handle": ("", i, ids[i])}
+        out.steps.append(
+            Step(
+                state.index,
+                actor_of(action, readers),
+                str(action["name"]),
+                {k: v for k, v in action.items() if k in ("key",)},
+                outcome,
+                result,
+                ring=_hotkey_ring(ring, ids),
+            )
+        )
+        before = ring
+    out.lasso = trace.back_to
+    if out.steps:
+        out.steps[-1].diverged = True
+        out.steps[-1].note = verdict + (
+            f" (the behaviour loops back to step {trace.back_to} for ever)"
+            if trace.back_to is not None
+            else ""
+        )
+    return out
+
+
+def _hotkey_ring(ring: tuple[Any, ...], ids: list[int]) -> Ring:
+    chunks = []
+    for i, chunk in enumerate(ring):
+        pending = sum(int(v) for v in chunk["pend"].values())
+        state = "live" if pending else "reclaimable"
+        chunks.append(Chunk(i, 1, ids[i] if i < len(ids) else None, "", state, None, None))
+    return Ring(0, len(ring), tuple(chunks))
