@@ -172,17 +172,20 @@ def test_the_page_draws_a_failure_and_says_which_have_no_trace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     drawn = story()
-    out = folder(tmp_path, [failure("MCDoubleRead"), failure("lost")], [drawn])
+    lost = {**failure("lost"), "trace": "Falsifying example:\nstate = Machine()"}
+    out = folder(tmp_path, [failure("MCDoubleRead"), lost, failure("single")], [drawn])
     drawn.case = "MCDoubleRead"
     sink.save(drawn, folder=out / sink.FOLDER)
     page = html.write_report(out)
     assert page is not None
     text = page.read_text()
     assert text.count('<svg xmlns="http://www.w3.org/2000/svg" class="timeline"') == 1
-    assert "no trace was recorded for this failure" in text
+    assert "the trace of this failure was not recorded" in text  # a sequence, not drawn
+    assert "no trace to draw for this failure" in text  # a single call's check
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # offline
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "left no trace to draw" in err[0] and "lost" in err[0]
+    assert len(err) == 1 and "were not recorded" in err[0] and "lost" in err[0]
+    assert "single" not in err[0]
 
 
 def test_a_broken_trace_file_is_one_line_on_the_page(tmp_path: Path) -> None:
@@ -199,14 +202,38 @@ def test_an_unreadable_report_still_gives_a_page(tmp_path: Path) -> None:
     assert page is not None and "could not be read" in page.read_text()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: a file blocks instead")
-def test_an_unwritable_folder_is_one_line(tmp_path: Path) -> None:
-    out = folder(tmp_path, [], [])
-    out.chmod(0o500)
-    try:
-        assert html.write_report(out, quiet=True) is None
-    finally:
-        out.chmod(0o700)
+def test_a_folder_that_cannot_be_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # the report folder is a file: nothing can be written in it
+    assert html.write_report(blocked / "report") is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("shmref: cannot write") and "Not a directory" in err[-1]
+
+
+def test_the_conformance_command_refuses_a_folder_it_cannot_write(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shmref.conformance",
+            "--impl",
+            "refimpl",
+            "--out",
+            str(blocked / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"shmref: cannot write the report in {blocked / 'report'}: Not a directory"
+    ]
 
 
 def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ class Property:
     detail: str
     failures: list[Failure] = field(default_factory=list)
     more: list[str] = field(default_factory=list)  # failing cases beyond SHOWN_FAILURES
+    open: bool = False  # shown open on load (the first drawn failure)
 
 
 @dataclass
@@ -100,8 +101,12 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
                 )
                 trace = traces.get(failure.case)
                 if trace is None:
-                    failure.notice = "no trace was recorded for this failure: its text is below"
-                    missing.append(failure.case)
+                    failure.notice = "no trace to draw for this failure: its text is below"
+                    if expects_trace(failure.text):
+                        failure.notice = (
+                            "the trace of this failure was not recorded: its text is below"
+                        )
+                        missing.append(failure.case)
                 else:
                     failure.picture = svg.render(trace)
                     left = svg.shown_steps(trace).left_out
@@ -114,9 +119,13 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
                 prop.failures.append(failure)
             prop.more = [str(f.get("case", "")) for f in failures[SHOWN_FAILURES:]]
             properties.append(prop)
+    drawn = [p for p in properties if any(f.picture for f in p.failures)]
+    first = drawn or [p for p in properties if p.failures]
+    if first:
+        first[0].open = True
     if missing:
         notices.append(
-            f"{len(missing)} failing case(s) left no trace to draw (their text is shown): "
+            f"{len(missing)} failing case(s) whose steps were not recorded (text only): "
             + ", ".join(missing[:6])
             + (", ..." if len(missing) > 6 else "")
         )
@@ -135,6 +144,16 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
         [str(n) for n in report.get("not_run", [])],
         notices,
     )
+
+
+SEQUENCES = ("Falsifying example", "state = ", "replay of ", "TLC counterexample", "REJECTED")
+
+
+def expects_trace(text: str) -> bool:
+    """A failure whose text tells a sequence of steps (a falsifying example,
+    a replay, a counterexample, a rejected recording) should have been drawn;
+    a single call's check has nothing to draw."""
+    return any(marker in text for marker in SEQUENCES)
 
 
 def environment() -> jinja2.Environment:

@@ -241,6 +241,7 @@ class RingTracker:
         self.reads: dict[int, int] = {}  # id -> reads that ended on its handle
         self.touched: set[str] = set()
         self.marked: set[int] = set()  # ring model: ids marked free
+        self.open: dict[Any, Sequence[Any]] = {}  # reader -> handle of its read in flight
 
     def follow(self, action: Mapping[str, Any], outcome: str, result: Any = None) -> None:
         """Learn from one step (`result`: (address, id) for a placing step)."""
@@ -256,9 +257,12 @@ class RingTracker:
             self.marked.discard(chunk_id)
         elif name == "get_cached" and placed is not None:
             self.issued[placed[1]] = self.issued.get(placed[1], 0) + 1
-        elif name == "get_end" and outcome == "ok":
-            handle: Sequence[Any] = action.get("handle") or ()
-            if len(handle) == 3 and self.address.get(handle[2]) == handle[1]:
+        elif name == "get_begin" and outcome == "ok":
+            self.open[action.get("reader")] = action.get("handle") or ()
+        elif name == "get_end":
+            opened = self.open.pop(action.get("reader"), ())
+            handle: Sequence[Any] = action.get("handle") or opened
+            if outcome == "ok" and len(handle) == 3 and self.address.get(handle[2]) == handle[1]:
                 self.reads[handle[2]] = self.reads.get(handle[2], 0) + 1
         elif name == "touch":
             self.touched.add(str(action.get("key")))
@@ -268,6 +272,7 @@ class RingTracker:
             self.marked.add(int(action.get("id", -1)))
         elif name == "clear" and outcome == "ok":
             self.address.clear()
+            self.open.clear()
             self.touched.clear()
             self.marked.clear()
         for chunk_id in action.get("freed", ()) or ():
