@@ -45,7 +45,7 @@ def storage_model(impl) -> str:
 
 def replay_all(impl, model: str, traces: list[tlc.Trace]) -> tuple[int, list[str]]:
     replayer = Replayer(impl, SPEC_DIR / f"{model}.cfg")
-    steps, failures = 0, []
+    steps, failures = 0, list[str]()
     for i, trace in enumerate(traces):
         report = replayer.replay(trace, f"{model} simulation #{i}")
         steps += len(report.steps)
