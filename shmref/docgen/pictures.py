@@ -51,8 +51,9 @@ PICTURES: tuple[Picture, ...] = (
     Picture(
         "MCClearInFlight",
         ("10",),
-        "clear() while a read is in flight; a put reuses address 0 and the read returns "
-        "the new object.",
+        "a read of a handle issued before clear() overlaps the reuse of its cell: a put "
+        "places k2 at address 0 under the read, which returns k2's value (TLC's shortest "
+        "counterexample begins the read after the clear, as H2's).",
     ),
     Picture(
         "MCIdWrap",
