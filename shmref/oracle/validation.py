@@ -103,9 +103,12 @@ def rejected_trace(recording: Recording, matched: int, why: str) -> Timeline:
     for k, entry in enumerate(recording.log[: matched + 1]):
         seen = recording.observed[k + 1] if recording.observed is not None else None
         handle: Sequence[Any] = entry.get("handle") or ()
-        result: Any = (handle[1], handle[2]) if len(handle) == 3 else entry.get("value")
-        if entry["name"] == "free_unused":
-            result = entry.get("freed")
+        result: Any = {
+            "put": (handle[1], handle[2]) if len(handle) == 3 else None,
+            "get_cached": (handle[1], handle[2]) if len(handle) == 3 else None,
+            "get_end": entry.get("value"),
+            "free_unused": entry.get("freed"),
+        }.get(entry["name"])
         drawn.add(k + 1, entry, str(entry.get("outcome", "ok")), result, seen)
     lines = why.splitlines()
     return drawn.mark(lines[-1] if len(lines) > 1 else why)

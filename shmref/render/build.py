@@ -32,7 +32,7 @@ def result_text(name: str, outcome: str, result: Any, key: str = "") -> str:
         return show((key, *result)) if key else show(tuple(result))
     if name in ("get_end", "writer_get"):
         return f"value {result}"
-    if isinstance(result, (list, tuple)) and result:
+    if name in ("free_unused", "free_buf") and isinstance(result, (list, tuple)) and result:
         return "freed " + show(tuple(result))
     return ""
 
