@@ -294,3 +294,18 @@ def test_a_hazard_replay_is_drawn_to_its_violation() -> None:
     last = drawn.steps[-1]
     assert (last.actor, last.action, last.result) == ("r1", "get_end", "value k2")
     assert last.spec is not None and last.ring is not None
+
+
+def test_the_page_says_when_a_trace_is_too_long_to_draw_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = story(300)
+    long.case = "MCDoubleRead"
+    out = folder(tmp_path, [failure("MCDoubleRead")], [long])
+    page = html.write_report(out)
+    assert page is not None
+    left = svg.shown_steps(long).left_out
+    assert f"this trace has 300 steps: its start and its divergence are drawn, {left}" in (
+        page.read_text()
+    )
+    assert "too long to draw whole" in capsys.readouterr().err
