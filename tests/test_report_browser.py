@@ -71,7 +71,8 @@ class Browser:
         )
         os.close(commands_r)
         os.close(replies_w)
-        self.buffer, self.next_id, self.events = b"", 0, []  # type: list[dict[str, Any]]
+        self.buffer, self.next_id = b"", 0
+        self.events: list[dict[str, Any]] = []
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         attached = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})
         self.session = attached["sessionId"]
@@ -168,11 +169,19 @@ class Browser:
         os.close(self.replies)
 
 
-@pytest.fixture()
-def browser(tmp_path: Path) -> Any:
-    opened = Browser(tmp_path / "profile")
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One Chromium for the module (it takes seconds to start); each test
+    starts on a blank page with no events."""
+    opened = Browser(tmp_path_factory.mktemp("chromium") / "profile")
     yield opened
     opened.close()
+
+
+@pytest.fixture(autouse=True)
+def blank(browser: Browser) -> None:
+    browser.open("about:blank")
+    browser.events.clear()
 
 
 @pytest.fixture()
