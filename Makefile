@@ -10,6 +10,9 @@ setup:
 	@command -v java >/dev/null || { \
 	  echo "Java not found: installing default-jre-headless"; \
 	  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null; }
+	@command -v chromium >/dev/null || { \
+	  echo "Chromium not found: installing chromium (tests/test_report_browser.py opens the report in it)"; \
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; }
 
 # make check MODEL=MCRing runs one model; a full run records the measured
 # states/depth/time in spec/models.toml and regenerates spec/README.md's table.
@@ -93,7 +96,8 @@ seed-snapshot: setup
 	$(PYTHON) -m shmref.findings --conformance build/conformance/shmref_seed/conformance.json
 
 # FINDINGS.md's generated sections (tables, the audit's coverage, the oracle's report) from
-# docs/findings.toml and docs/coverage.toml;
+# docs/findings.toml and docs/coverage.toml, and the hazards' pictures (docs/pictures, also in
+# spec/README.md) from TLC's cached counterexamples (python -m shmref.findings --tlc runs TLC);
 # CONFORMANCE=build/conformance/shmref_seed/conformance.json refreshes the oracle snapshot.
 findings:
 	$(PYTHON) -m shmref.findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))

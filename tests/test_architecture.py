@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("TLC and the model checker", ("shmref.tlc",)),
     ("the seed, its port and mutants", ("shmref.seed",)),
     ("driving a store", ("shmref.store",)),
+    ("pictures of traces: the trace format, SVG, the HTML report", ("shmref.render",)),
     ("traces: replayed, recorded, ITF", ("shmref.traces",)),
     ("machines for users' tests", ("shmref.testing",)),
     ("the bad-input fuzz", ("shmref.fuzzing",)),

@@ -36,7 +36,7 @@ from typing import Any
 from tabulate import tabulate  # type: ignore[import-untyped]
 
 from shmref.core.paths import checkout
-from shmref.docgen import coverage
+from shmref.docgen import coverage, pictures
 from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of this module's API
     FAILED,
     NOT_RUN,
@@ -313,7 +313,8 @@ def generate(
     except FileNotFoundError as exc:
         raise FindingsError(f"{doc} not found") from exc
     summary = load_summary(snapshot)
-    return render(text, sections(load_findings(data), summary, repo, coverage_data))
+    drawn = pictures.for_doc(pictures.sections(""), text)
+    return render(text, {**sections(load_findings(data), summary, repo, coverage_data), **drawn})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -332,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         metavar="FILE",
         help="the oracle's conformance.json: refresh the snapshot from it first",
+    )
+    parser.add_argument(
+        "--tlc", action="store_true", help="run TLC for hazard pictures with no cached output"
     )
     parser.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
@@ -359,9 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FindingsError, OSError, json.JSONDecodeError) as exc:
         print(f"findings: {exc}", file=sys.stderr)
         return 2
+    drawn = pictures.update(args.check, args.tlc, render_doc=render) if args.doc == DOC else 0
     if args.check:
         if current == expected:
-            return 0
+            return drawn
         sys.stdout.writelines(
             difflib.unified_diff(
                 current.splitlines(True),
@@ -375,4 +380,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if current != expected:
         args.doc.write_text(expected, encoding="utf-8")
         print("FINDINGS.md regenerated")
-    return 0
+    return drawn

@@ -52,6 +52,7 @@ from shmref.oracle.verdict import (
     NOT_RUN,
     PASS,
 )
+from shmref.render.html import PAGE
 from shmref.seed.impl import load_impl
 from shmref.traces.recorder import Recording, validate_either
 
@@ -83,6 +84,18 @@ def seconds(text: str) -> float:
     if not (0 < value < float("inf")):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
     return value
+
+
+def unwritable(out: Path) -> str:
+    """Why the report folder `out` cannot be written ("" if it can)."""
+    probe = out / ".shmref-write-probe"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -179,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = checkout()
     default = root / "build" / "conformance" if root else Path.cwd() / "shmref-conformance"
     out = (args.out or default / name).resolve()
+    problem = unwritable(out)
+    if problem:
+        print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)
+        return 2
     report = run(
         name,
         out,
@@ -198,4 +215,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append((level, status, report.seed_levels.get(level, "")))
     print(tables.text(("level", "result", "seed"), rows))
     print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
+    if (out / PAGE).is_file():
+        print(f"page: {out / PAGE} (the failures drawn; opens offline)")
     return 0 if report.ok else 1

@@ -32,6 +32,9 @@ from shmref.oracle.verdict import (
     impl_arg,
     shell,
 )
+from shmref.render import sink
+from shmref.render.build import Builder
+from shmref.render.model import Trace as Timeline
 from shmref.store.driver import Driver, Outcome
 from shmref.tlc.manifest import model_files
 from shmref.traces.replay import Replayer, describe
@@ -131,9 +134,12 @@ def _hazard_trace(model: str, run_missing: bool) -> tuple[tlc.Trace | None, str]
 class StepError(Exception):
     """An implementation raised something the contract does not allow at a step."""
 
-    def __init__(self, message: str, rows: list[tuple[int, str, str, str, str]]) -> None:
+    def __init__(
+        self, message: str, rows: list[tuple[int, str, str, str, str]], timeline: Timeline
+    ) -> None:
         super().__init__(message)
         self.rows = rows
+        self.timeline = timeline
 
 
 @dataclass
@@ -141,6 +147,7 @@ class HazardReplay:
     hazard: Hazard
     violation: str | None
     rows: list[tuple[int, str, str, str, str]]  # step, action, spec, impl, note
+    timeline: Timeline | None = None  # the same steps, drawn (shmref.render)
 
     def table(self) -> str:
         return tables.text(("#", "action", "spec", "impl", "note"), self.rows)
@@ -157,6 +164,14 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
     owed: dict[tuple[int, int], int] = {}  # (id, address) -> handles issued (put, get_cached)
     stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
     violation: str | None = None
+    spec_states = {state.index: state.vars for state in trace.states}
+    drawn = Builder(
+        "hazard",
+        f"hazard {hazard.model}: {hazard.what}",
+        replayer.constants,
+        [str(r) for r in replayer.readers],
+        case=hazard.model,
+    )
     with replayer.driver() as driver:
 
         def step(index: int, action: Mapping[str, Any], spec_outcome: str) -> str | None:
@@ -232,6 +247,17 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                     ("VIOLATION: " + problem) if problem else note,
                 )
             )
+            drawn.add(
+                index,
+                action,
+                outcome.status,
+                outcome.result,
+                after,
+                expected=None if spec_outcome.startswith("(") else spec_outcome,
+                note=("VIOLATION: " + problem) if problem else note,
+                diverged=problem is not None,
+                spec_state=spec_states.get(index),
+            )
             return problem
 
         for state in trace.states[1:]:
@@ -241,11 +267,12 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
             except contract.MissingCapability:
                 raise
             except Exception as exc:  # the implementation's, named with its step
-                raise StepError(
+                message = (
                     f"step {state.index}, {describe(action)}: the implementation "
-                    f"raised {type(exc).__name__}: {exc}",
-                    rows,
-                ) from exc
+                    f"raised {type(exc).__name__}: {exc}"
+                )
+                drawn.add(state.index, action, type(exc).__name__)
+                raise StepError(message, rows, drawn.mark(message)) from exc
             if violation:
                 break
         if hazard.liveness and violation is None:
@@ -253,7 +280,10 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
         elif violation is None and driver.writer is not None and "counts" not in driver.observe():
             index = trace.states[-1].index + 1
             violation = count_probe(driver, replayer, reads, owed, stage, rows, step, index)
-    return HazardReplay(hazard, violation, rows)
+    if violation and drawn.trace.diverged_at is None:
+        drawn.mark("VIOLATION: " + violation)  # found after the steps (pinned, miscounted)
+    drawn.trace.verdict = violation or ""
+    return HazardReplay(hazard, violation, rows, drawn.trace)
 
 
 def settle(
@@ -324,6 +354,7 @@ def hazard_check(
         check.failures.append(
             {"case": hazard.model, "trace": f"{exc}\n{table}", "command": command}
         )
+        sink.save(exc.timeline, hazard.model)
         return check, None
     except Exception as exc:  # building the driver (constructor, handle) failed
         check = Check(
@@ -357,6 +388,8 @@ def hazard_check(
             "command": command,
         }
     )
+    if replay.timeline is not None:
+        sink.save(replay.timeline, hazard.model)
     return check, replay
 
 

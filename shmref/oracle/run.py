@@ -34,6 +34,8 @@ from shmref.oracle.verdict import (
     impl_arg,
     level_status,
 )
+from shmref.render import sink
+from shmref.render.html import PAGE, write_report
 from shmref.seed.build import SeedError
 from shmref.testing import profiles
 
@@ -48,9 +50,9 @@ DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take
 def fresh(out: Path) -> None:
     """No report of an earlier run may stand in `out` as if it were this one's."""
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("conformance.json", "conformance.md"):
+    for stale in ("conformance.json", "conformance.md", PAGE):
         (out / stale).unlink(missing_ok=True)
-    for folder in ("failures", "trace", "workers"):
+    for folder in ("failures", "trace", "workers", sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
 
 
@@ -180,6 +182,7 @@ def run(
     )
     write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
     write_atomically(out / "conformance.md", report.markdown(out))
+    write_report(out)  # conformance.html: the failures drawn (shmref.render)
     return report
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from shmref import contract, tlc
 from shmref.core.paths import cache_dir
@@ -24,6 +26,9 @@ from shmref.oracle.verdict import (
     shell,
 )
 from shmref.oracle.worker import RECORDING_UNIT
+from shmref.render import sink
+from shmref.render.build import Builder
+from shmref.render.model import Trace as Timeline
 from shmref.traces.recorder import Recording, validate_either
 
 
@@ -77,6 +82,8 @@ def validation_check(
             f"{i + 1:>4}  {json.dumps(e)}"
             for i, e in enumerate(recording.log[low : result.matched + 1], start=low)
         ]
+        drawn = rejected_trace(recording, result.matched, result.explain())
+        sink.save(drawn, path.name, out / sink.FOLDER)
         check.failures.append(
             {
                 "case": path.name,
@@ -87,6 +94,24 @@ def validation_check(
         )
     check.detail = "; ".join(notes)
     return check
+
+
+def rejected_trace(recording: Recording, matched: int, why: str) -> Timeline:
+    """The recording up to the step no spec step matches, that step marked."""
+    readers = [f"r{k + 1}" for k in range(recording.constants.get("R", 0))]
+    drawn = Builder("validation", "trace validation: a recorded run", recording.constants, readers)
+    for k, entry in enumerate(recording.log[: matched + 1]):
+        seen = recording.observed[k + 1] if recording.observed is not None else None
+        handle: Sequence[Any] = entry.get("handle") or ()
+        result: Any = {
+            "put": (handle[1], handle[2]) if len(handle) == 3 else None,
+            "get_cached": (handle[1], handle[2]) if len(handle) == 3 else None,
+            "get_end": entry.get("value"),
+            "free_unused": entry.get("freed"),
+        }.get(entry["name"])
+        drawn.add(k + 1, entry, str(entry.get("outcome", "ok")), result, seen)
+    lines = why.splitlines()
+    return drawn.mark(lines[-1] if len(lines) > 1 else why)
 
 
 def isolated_protocol_checks(

@@ -33,6 +33,8 @@ import pytest
 
 from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
 from shmref.oracle.verdict import ERROR, PROTOCOL, Check
+from shmref.render.sink import ENV as TRACE_ENV
+from shmref.render.sink import FOLDER as TRACE_FOLDER
 from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")
@@ -336,6 +338,7 @@ def main(argv: list[str]) -> int:
         return check(argv[1])
     job_path, events_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())
+    os.environ[TRACE_ENV] = str(Path(job["out"]) / TRACE_FOLDER)  # failures leave their traces
     events = Events(events_path)
     faulthandler.enable()  # a segfault prints the Python stack to our log
     from shmref.seed.impl import load_impl

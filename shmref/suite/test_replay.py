@@ -14,6 +14,7 @@ import pytest
 
 from shmref import tlc
 from shmref.core.paths import SPEC_DIR
+from shmref.render import sink
 from shmref.seed.mutants import build_mutant
 from shmref.store.values import UNIT, store_unit
 from shmref.tlc.corpus import simulation_corpus, state_graph
@@ -44,11 +45,13 @@ def storage_model(impl) -> str:
 
 def replay_all(impl, model: str, traces: list[tlc.Trace]) -> tuple[int, list[str]]:
     replayer = Replayer(impl, SPEC_DIR / f"{model}.cfg")
-    steps, failures = 0, []
+    steps, failures = 0, list[str]()
     for i, trace in enumerate(traces):
         report = replayer.replay(trace, f"{model} simulation #{i}")
         steps += len(report.steps)
         if not report.ok:
+            if not failures and report.timeline is not None:
+                sink.save(report.timeline)  # the report draws the first divergence
             failures.append(report.table())
     return steps, failures
 
@@ -77,6 +80,8 @@ def test_allocator_state_graph_every_edge(impl):
     for path in paths:
         report = replayer.replay(tlc.path_to_trace(graph, path), "MCRing edge path")
         steps += len(report.steps)
+        if not report.ok and report.timeline is not None:
+            sink.save(report.timeline)
         assert report.ok, report.table()
     elapsed = time.monotonic() - started
     print(

@@ -53,6 +53,7 @@ from shmref.store.model import (
     put_breaks_a3,
     put_collides,
 )
+from shmref.testing.drawn import Drawn
 
 KEYS = ("a", "b", "c", "d", "e")
 SAFETY = POLICIES  # every mix of the seed's and refimpl's refusal policies
@@ -99,6 +100,10 @@ class StoreMachine(RuleBasedStateMachine):
             StoreModel(self.N, self.R, self.ID_MAX, self.MAX_OBJ, p, self.driver.unit)
             for p in self.policies
         ]
+        constants = {"N": self.N, "ID_MAX": self.ID_MAX, "MAX_OBJ": self.MAX_OBJ}
+        self.drawn = Drawn(
+            f"{type(self).__name__} of {self.impl.__name__}", self.driver, constants, self.R
+        )  # the falsifying example, for the report
 
     @property
     def model(self) -> StoreModel:
@@ -111,7 +116,10 @@ class StoreMachine(RuleBasedStateMachine):
         return self.judge_safety
 
     def teardown(self) -> None:
-        self.driver.close()
+        try:
+            self.drawn.teardown()
+        finally:
+            self.driver.close()
 
     def take(self, reader: int, handle: Any) -> None:
         """The reader takes one delivery of `handle` from its inbox."""
@@ -140,6 +148,7 @@ class StoreMachine(RuleBasedStateMachine):
             ):
                 kept.append(model)
             seen.append(f"{model.policy.name} expects {expected}")
+        self.drawn.step(name, args, real)
         assert kept, f"{name}{args}: implementation gave {real}, model " + "; ".join(seen)
         self.models = kept
         if name == "get_copy" and real.status != "ok":

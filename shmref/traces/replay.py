@@ -22,6 +22,8 @@ from types import ModuleType
 from typing import Any
 
 from shmref.core import tables, vocabulary
+from shmref.render.build import Builder
+from shmref.render.model import Trace as Timeline
 from shmref.store.driver import Driver, Outcome
 from shmref.store.values import UNIT
 from shmref.tlc import Trace, parse_value
@@ -62,6 +64,7 @@ class Step:
 class ReplayReport:
     name: str
     steps: list[Step] = field(default_factory=list)
+    timeline: Timeline | None = None  # the same steps, drawn (shmref.render)
 
     @property
     def diverged_at(self) -> int | None:
@@ -178,6 +181,10 @@ class Replayer:
         self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
     ) -> ReplayReport:
         report = ReplayReport(name)
+        drawn = Builder(
+            "replay", f"replay of {name}", self.constants, [str(r) for r in self.readers]
+        )
+        report.timeline = drawn.trace
         with self.driver() as driver:
             for state in trace.states[1:]:
                 action = state.vars["last_action"]
@@ -201,6 +208,19 @@ class Replayer:
                         draw_ring(observed, self.constants["N"], sizes, driver.unit),
                     )
                 )
+                drawn.add(
+                    state.index,
+                    action,
+                    outcome.status,
+                    outcome.result,
+                    observed,
+                    expected=action.get("outcome", "ok"),
+                    note="DIVERGED: " + "; ".join(problems) if problems else "",
+                    diverged=bool(problems),
+                    spec_state=state.vars,
+                )
+                if problems and drawn.trace.verdict == "":
+                    drawn.trace.verdict = f"diverged at state {state.index}: {problems[0]}"
                 if problems and stop_at_divergence:
                     break
         return report

@@ -1,0 +1,236 @@
+"""The hazards' counterexamples drawn for FINDINGS.md and spec/README.md.
+
+Each picture is a TLC counterexample of a hazard model (shmref.oracle.hazards)
+in the trace format (docs/pictures/MODEL.json, committed), drawn by the one
+renderer (shmref.render.svg) as docs/pictures/MODEL.svg. `make findings`
+refreshes the JSON from TLC's cached output when there is one (hazard_trace:
+`make check` or a conformance run leaves it; `--tlc` runs the missing ones),
+else keeps the committed JSON, then redraws every SVG and the documents'
+picture sections. The check needs no Java: the SVGs must be what the
+committed JSON draws, byte for byte; a `tlc` test checks the JSON against
+TLC itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from shmref import tlc
+from shmref.core.paths import SPEC_DIR, checkout
+from shmref.oracle.hazards import hazard_trace
+from shmref.render import svg
+from shmref.render.model import Trace, TraceFormatError
+from shmref.render.tlctrace import from_hotkey, from_tlc
+from shmref.traces.replay import read_constants
+
+
+@dataclass(frozen=True)
+class Picture:
+    model: str  # the spec model whose counterexample is drawn
+    findings: tuple[str, ...]  # the FINDINGS.md entries it illustrates
+    caption: str
+
+
+PICTURES: tuple[Picture, ...] = (
+    Picture(
+        "MCDoubleRead",
+        ("H1",),
+        "r1 reads its delivery of k1 twice; r2's read completes the count, free_unused "
+        "reclaims the chunk, k2 is put in the same cell, and r1's read in flight returns "
+        "k2's value for k1's handle.",
+    ),
+    Picture(
+        "MCClearDrain",
+        ("H2",),
+        "clear() with a delivery pending: a read that begins after the clear still finds "
+        "k1's header, a put reuses the cell under it, and the read returns the new value.",
+    ),
+    Picture(
+        "MCClearInFlight",
+        ("10",),
+        "a read of a handle issued before clear() overlaps the reuse of its cell: a put "
+        "places k2 at address 0 under the read, which returns k2's value (TLC's shortest "
+        "counterexample begins the read after the clear, as H2's).",
+    ),
+    Picture(
+        "MCIdWrap",
+        ("H3", "5"),
+        "ids wrap across clear() while a handle is outstanding: a new chunk takes the same "
+        "id at the same address, and the held-back handle reads it.",
+    ),
+    Picture(
+        "MCIdCollision",
+        ("H4", "4"),
+        "ID_MAX live chunks: the next put takes the id of a live chunk.",
+    ),
+    Picture(
+        "MCLostReader",
+        ("H5",),
+        "a delivery that is never read: its chunk stays pinned, and free_unused can "
+        "never reclaim it (a liveness counterexample).",
+    ),
+    Picture(
+        "MCHotKey",
+        ("H6",),
+        "every delivery is read, yet the writer hands the oldest chunk out again before "
+        "each put (get_cached), so every put that needs its room fails, for ever.",
+    ),
+)
+
+REPO = checkout() or Path.cwd()  # docs/ lives in a shmref checkout
+FOLDER = REPO / "docs" / "pictures"
+SPEC_README = SPEC_DIR / "README.md"
+SPEC_TO_REPO = "../../"  # spec/README.md is shmref/spec/README.md
+
+
+def violation(source: str) -> str:
+    """The property TLC reports violated, from its output file."""
+    try:
+        messages = tlc.parse_tool_output(Path(source).read_text(encoding="utf-8"))
+    except OSError:
+        return ""
+    for message in messages:
+        if message.code in (2110, 2116, 2114):
+            return " ".join(message.body.split())
+    return ""
+
+
+def counterexample(picture: Picture, run_missing: bool = False) -> Trace | None:
+    """The model's counterexample from TLC (cached output; a run only if asked)."""
+    found, source = hazard_trace(picture.model, run_missing=run_missing)
+    if found is None:
+        return None
+    constants = read_constants(SPEC_DIR / f"{picture.model}.cfg")
+    title = f"{'/'.join(picture.findings)}: {picture.model}, TLC's counterexample"
+    what = violation(source) or "the property is violated"
+    convert = from_hotkey if picture.model == "MCHotKey" else from_tlc
+    return convert(found, constants, title=title, case=picture.model, verdict=what)
+
+
+def trace_path(picture: Picture, folder: Path = FOLDER) -> Path:
+    return folder / f"{picture.model}.json"
+
+
+def svg_path(picture: Picture, folder: Path = FOLDER) -> Path:
+    return folder / f"{picture.model}.svg"
+
+
+def refresh_traces(folder: Path = FOLDER, run_missing: bool = False) -> list[str]:
+    """Rewrite each picture's JSON from TLC where its output is at hand; one
+    line per picture kept as committed."""
+    notes = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for picture in PICTURES:
+        try:
+            trace = counterexample(picture, run_missing)
+        except tlc.TlcError as exc:
+            trace, why = None, f"TLC failed: {exc}"
+        else:
+            why = "no cached TLC output (make check, or --tlc)"
+        path = trace_path(picture, folder)
+        if trace is None:
+            notes.append(f"{path.name}: kept as committed ({why})")
+            continue
+        if not path.is_file() or path.read_text(encoding="utf-8") != trace.dumps():
+            path.write_text(trace.dumps(), encoding="utf-8")
+    return notes
+
+
+def drawings(folder: Path = FOLDER) -> dict[Path, str]:
+    """Every picture's SVG as its committed JSON draws it."""
+    out = {}
+    for picture in PICTURES:
+        try:
+            trace = Trace.load(trace_path(picture, folder))
+        except TraceFormatError as exc:
+            raise PictureError(str(exc)) from None
+        out[svg_path(picture, folder)] = svg.render(trace)
+    return out
+
+
+class PictureError(ValueError):
+    """A picture's trace is missing or unreadable: one line naming it."""
+
+
+def stale(folder: Path = FOLDER) -> list[str]:
+    """The SVG files that are not what their JSON draws (missing ones too)."""
+    wrong = []
+    for path, text in drawings(folder).items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            wrong.append(path.name)
+    return wrong
+
+
+def write_drawings(folder: Path = FOLDER) -> list[str]:
+    written = []
+    for path, text in drawings(folder).items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            written.append(path.name)
+    return written
+
+
+def sections(relative_to: str) -> dict[str, str]:
+    """The documents' picture sections: `picture-ID` per finding (FINDINGS.md)
+    and `pictures` (all of them, spec/README.md); links relative to the
+    document's folder (`relative_to`: the path from it to the repository)."""
+    out: dict[str, str] = {}
+    for picture in PICTURES:
+        link = f"{relative_to}docs/pictures/{picture.model}.svg"
+        block = (
+            f"![{picture.model}: TLC's counterexample drawn]({link})\n\n"
+            f"*{picture.model}, drawn from TLC's counterexample (`make findings`): "
+            f"{picture.caption}*"
+        )
+        for finding in picture.findings:
+            out[f"picture-{finding}"] = block
+    out["pictures"] = "\n\n".join(
+        f"**{'/'.join(p.findings)}** ({p.model}): {p.caption}\n\n"
+        f"![{p.model}]({relative_to}docs/pictures/{p.model}.svg)"
+        for p in PICTURES
+    )
+    return out
+
+
+def for_doc(doc_sections: Mapping[str, str], text: str) -> dict[str, str]:
+    """The sections of `doc_sections` that `text` has markers for."""
+    return {k: v for k, v in doc_sections.items() if f"<!-- BEGIN GENERATED: {k} " in text}
+
+
+def update(
+    check: bool,
+    run_tlc: bool = False,
+    folder: Path = FOLDER,
+    spec_readme: Path = SPEC_README,
+    render_doc: Callable[[str, Mapping[str, str]], str] | None = None,
+) -> int:
+    """`make findings`' part for pictures: 0 current (or rewritten), 1 stale
+    (--check), 2 a picture's trace is missing or unreadable; one line each."""
+    try:
+        if not check:
+            for note in refresh_traces(folder, run_tlc):
+                print(f"pictures: {note}")
+            for name in write_drawings(folder):
+                print(f"pictures: {name} redrawn")
+        wrong = stale(folder)
+        text = spec_readme.read_text(encoding="utf-8")
+        wanted = text
+        if render_doc is not None:
+            wanted = render_doc(text, for_doc(sections(SPEC_TO_REPO), text))
+    except (PictureError, OSError, ValueError) as exc:
+        print(f"pictures: {exc}", file=sys.stderr)
+        return 2
+    if check:
+        problems = [f"{name} is not what its JSON draws" for name in wrong]
+        if wanted != text:
+            problems.append(f"{spec_readme.name}'s picture section is stale")
+        for problem in problems:
+            print(f"pictures: {problem}: run `make findings` and commit it", file=sys.stderr)
+        return 1 if problems else 0
+    if wanted != text:
+        spec_readme.write_text(wanted, encoding="utf-8")
+        print(f"{spec_readme} regenerated")
+    return 0

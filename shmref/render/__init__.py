@@ -1,0 +1,2 @@
+"""Pictures of traces: one trace format (model.py), one SVG renderer (svg.py)
+and the conformance report's HTML page (html.py)."""

@@ -1,0 +1,219 @@
+"""DIR/conformance.html: the report as one page that opens from the file
+system with no network (styles, scripts and pictures inline), drawn from the
+run's conformance.json and the traces its checks left in DIR/timelines.
+
+    python -m shmref.render DIR     (re)write DIR/conformance.html
+
+At the top the levels and a grid of every property, the implementation's
+status beside the seed's, filterable by level and status; below, every
+failing property with each failure's trace drawn as a timeline over the ring
+(shmref.render.svg), its text, and its replay command with a copy button.
+What cannot be drawn (no trace recorded, a trace file that cannot be read)
+is said in one line on the page and on the terminal, never a broken page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from shmref.render import sink, svg
+from shmref.render.model import Trace
+
+PAGE = "conformance.html"
+SHOWN_FAILURES = 4  # per property, as in conformance.md
+STATUS_ORDER = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "assumption", "pass", "skip", "not run")
+
+
+@dataclass
+class Failure:
+    case: str
+    text: str
+    command: str
+    picture: str = ""  # inline SVG
+    notice: str = ""  # why there is no picture, or what it leaves out
+
+
+@dataclass
+class Property:
+    anchor: str
+    level: str
+    name: str
+    what: str
+    status: str
+    seed: str
+    cases: str
+    detail: str
+    failures: list[Failure] = field(default_factory=list)
+    more: list[str] = field(default_factory=list)  # failing cases beyond SHOWN_FAILURES
+    open: bool = False  # shown open on load (the first drawn failure)
+
+
+@dataclass
+class Page:
+    impl: str
+    quick: bool
+    seconds: float
+    ok: bool
+    levels: list[dict[str, Any]]
+    properties: list[Property]
+    not_run: list[str]
+    notices: list[str]  # page-wide problems, each one line
+
+    @property
+    def statuses(self) -> list[str]:
+        present = {p.status for p in self.properties}
+        return [s for s in STATUS_ORDER if s in present] + sorted(present - set(STATUS_ORDER))
+
+
+def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[str]) -> Page:
+    """The page's content from conformance.json's data and the traces by case."""
+    properties: list[Property] = []
+    levels = []
+    missing: list[str] = []
+    long: list[str] = []
+    for level, data in report.get("levels", {}).items():
+        checks = data.get("checks", [])
+        failing = sum(1 for c in checks if c.get("status") in ("FAIL", "ERROR", "CRASH", "TIMEOUT"))
+        levels.append({"name": level, **data, "failing": failing, "count": len(checks)})
+        for check in checks:
+            prop = Property(
+                f"p{len(properties) + 1}",
+                level,
+                str(check.get("name", "?")),
+                str(check.get("what", "")),
+                str(check.get("status", "?")),
+                str(check.get("seed", "")),
+                str(check.get("cases", "")),
+                str(check.get("detail", "")),
+            )
+            failures = check.get("failures") or []
+            for raw in failures[:SHOWN_FAILURES]:
+                failure = Failure(
+                    str(raw.get("case", "")), str(raw.get("trace", "")), str(raw.get("command", ""))
+                )
+                trace = traces.get(failure.case)
+                if trace is None:
+                    failure.notice = "no trace to draw for this failure: its text is below"
+                    if expects_trace(failure.text):
+                        failure.notice = (
+                            "the trace of this failure was not recorded: its text is below"
+                        )
+                        missing.append(failure.case)
+                else:
+                    failure.picture = svg.render(trace)
+                    left = svg.shown_steps(trace).left_out
+                    if left:
+                        failure.notice = (
+                            f"this trace has {len(trace.steps)} steps: its start and its "
+                            f"divergence are drawn, {left} steps in between are left out"
+                        )
+                        long.append(failure.case)
+                prop.failures.append(failure)
+            prop.more = [str(f.get("case", "")) for f in failures[SHOWN_FAILURES:]]
+            properties.append(prop)
+    drawn = [p for p in properties if any(f.picture for f in p.failures)]
+    first = drawn or [p for p in properties if p.failures]
+    if first:
+        first[0].open = True
+    if missing:
+        notices.append(
+            f"{len(missing)} failing case(s) whose steps were not recorded (text only): "
+            + ", ".join(missing[:6])
+            + (", ..." if len(missing) > 6 else "")
+        )
+    if long:
+        notices.append(
+            f"{len(long)} trace(s) too long to draw whole (start and divergence drawn): "
+            + ", ".join(long[:6])
+        )
+    return Page(
+        str(report.get("impl", "?")),
+        bool(report.get("quick")),
+        float(report.get("seconds", 0)),
+        bool(report.get("ok")),
+        levels,
+        properties,
+        [str(n) for n in report.get("not_run", [])],
+        notices,
+    )
+
+
+SEQUENCES = ("Falsifying example", "state = ", "replay of ", "TLC counterexample", "REJECTED")
+
+
+def expects_trace(text: str) -> bool:
+    """A failure whose text tells a sequence of steps (a falsifying example,
+    a replay, a counterexample, a rejected recording) should have been drawn;
+    a single call's check has nothing to draw."""
+    return any(marker in text for marker in SEQUENCES)
+
+
+def environment() -> jinja2.Environment:
+    loader = jinja2.FunctionLoader(
+        lambda name: (files("shmref.render") / "templates" / name).read_text(encoding="utf-8")
+    )
+    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def page_html(page: Page) -> str:
+    template = environment().get_template("report.html.j2")
+    return template.render(page=page, colours=svg.COLOURS, meaning=svg.MEANING) + "\n"
+
+
+def write_report(out: Path, quiet: bool = False) -> Path | None:
+    """Write out/conformance.html from out/conformance.json and out/timelines;
+    each problem is one line on stderr (and on the page if there is one).
+    Returns the page's path, or None if it could not be written."""
+    notices: list[str] = []
+    source = out / "conformance.json"
+    try:
+        report = json.loads(source.read_text(encoding="utf-8"))
+        if not isinstance(report, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        report = {"impl": "?", "levels": {}}
+        notices.append(f"{source} could not be read ({_reason(exc)}): no properties to show")
+    traces, problems = sink.load_all(out / sink.FOLDER)
+    notices += problems
+    page = build_page(report, traces, notices)
+    path = out / PAGE
+    for notice in page.notices:
+        if not quiet:
+            print(f"shmref: {PAGE}: {notice}", file=sys.stderr)
+    try:
+        text = page_html(page)
+        temporary = path.with_name(PAGE + ".tmp")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        print(f"shmref: cannot write {path}: {_reason(exc)}", file=sys.stderr)
+        return None
+    return path
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m shmref.render DIR  (a conformance report folder)", file=sys.stderr)
+        return 2
+    out = Path(args[0])
+    if not (out / "conformance.json").is_file():
+        print(f"shmref: {out}: no conformance.json here (not a report folder)", file=sys.stderr)
+        return 2
+    path = write_report(out)
+    if path is None:
+        return 2
+    print(f"page: {path}")
+    return 0
