@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shmref.core.paths import SPEC_DIR, cache_dir
-from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
+from shmref.tlc import TlcError, TlcRun, run_tlc
 from shmref.tlc.manifest import (
     INVARIANT,
     LIVENESS,
@@ -54,6 +54,7 @@ from shmref.tlc.manifest import (
     record_check,
     regenerate_readme,
 )
+from shmref.tlc.options import add_spec_options, load_models
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 
@@ -253,12 +254,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", action="append", metavar="MODEL", help="run only this model (repeatable)"
     )
     parser.add_argument(
-        "--spec-dir",
-        type=Path,
-        default=SPEC_DIR,
-        help="folder with the .tla/.cfg files (default: spec/)",
-    )
-    parser.add_argument(
         "--out",
         type=Path,
         default=OUT_DIR,
@@ -270,28 +265,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=None, help="TLC workers per model (default: cores // jobs)"
     )
-    parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds per model before giving up"
-    )
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write the measured states/depth/time into spec/models.toml and regenerate "
-        "spec/README.md's models table (only with the default --spec-dir)",
+    add_spec_options(
+        parser,
+        timeout=None,
+        timeout_help="seconds per model before giving up",
+        record_help="write the measured states/depth/time into spec/models.toml and "
+        "regenerate spec/README.md's models table (only with the default --spec-dir)",
     )
     args = parser.parse_args(argv)
     spec_dir = args.spec_dir.resolve()
-    try:
-        manifest = load_manifest(spec_dir / "models.toml")
-    except ManifestError as exc:
-        print(f"check: {exc}", file=sys.stderr)
-        return 2
-
-    try:
-        find_java()
-        find_jar()
-    except TlcError as exc:
-        print(f"check: {exc}", file=sys.stderr)
+    manifest = load_models("check", spec_dir)
+    if manifest is None:
         return 2
 
     models = select(manifest.models, args.only, args.quick)

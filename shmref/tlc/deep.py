@@ -29,17 +29,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from shmref.core.paths import SPEC_DIR, cache_dir
+from shmref.core.paths import cache_dir
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
 from shmref.tlc.check import Result, judge, print_result, select
 from shmref.tlc.manifest import (
-    ManifestError,
     Measured,
     Model,
-    load_manifest,
     record,
     regenerate_readme,
 )
+from shmref.tlc.options import add_spec_options, load_models
 
 LOG_DIR = cache_dir("tlc", keyed_by_spec=False)  # <model>.deep.out: the server's output
 _DISTINCT = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found")
@@ -231,8 +230,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--port", type=int, default=None, help="the server's RMI port (default: a free one)"
     )
-    parser.add_argument("--timeout", type=float, default=4 * 3600.0)
-    parser.add_argument("--spec-dir", type=Path, default=SPEC_DIR)
     parser.add_argument("--simulate", action="store_true", help="tlc2.TLC -simulate instead")
     parser.add_argument("--depth", type=int, default=60)
     parser.add_argument("--num", type=int, default=20000)
@@ -240,20 +237,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fpmem", type=float, default=None, help="TLCServer -fpmem (fingerprint memory share)"
     )
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write distinct/depth/time/workers of the runs as expected into spec/models.toml "
-        "and regenerate spec/README.md's table",
+    add_spec_options(
+        parser,
+        timeout=4 * 3600.0,
+        timeout_help="seconds per model before giving up (default 4 hours)",
+        record_help="write distinct/depth/time/workers of the runs as expected into "
+        "spec/models.toml and regenerate spec/README.md's table",
     )
     args = parser.parse_args(argv)
     spec_dir = args.spec_dir.resolve()
-    try:
-        find_java()
-        find_jar()
-        manifest = load_manifest(spec_dir / "models.toml")
-    except (TlcError, ManifestError) as exc:
-        print(f"deep: {exc}", file=sys.stderr)
+    manifest = load_models("deep", spec_dir)
+    if manifest is None:
         return 2
     deep = [m for m in manifest.models if m.deep]
     models = select(manifest.models, args.only, False) if args.only else deep
