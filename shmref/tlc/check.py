@@ -28,7 +28,6 @@ The raw `-tool` output of each run goes to `<out>/<model>.out` (default
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -54,7 +53,7 @@ from shmref.tlc.manifest import (
     record_check,
     regenerate_readme,
 )
-from shmref.tlc.options import add_spec_options, load_models
+from shmref.tlc.options import parse_spec_args, spec_parser
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 
@@ -244,11 +243,7 @@ def run_models(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m shmref.check",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = spec_parser("check", __doc__)
     parser.add_argument("--quick", action="store_true", help="small models only")
     parser.add_argument(
         "--only", action="append", metavar="MODEL", help="run only this model (repeatable)"
@@ -265,18 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=None, help="TLC workers per model (default: cores // jobs)"
     )
-    add_spec_options(
-        parser,
-        timeout=None,
-        timeout_help="seconds per model before giving up",
-        record_help="write the measured states/depth/time into spec/models.toml and "
-        "regenerate spec/README.md's models table (only with the default --spec-dir)",
-    )
-    args = parser.parse_args(argv)
-    spec_dir = args.spec_dir.resolve()
-    manifest = load_models("check", spec_dir)
-    if manifest is None:
+    parsed = parse_spec_args(parser, argv, "check")
+    if parsed is None:
         return 2
+    args, manifest = parsed
+    spec_dir = args.spec_dir
 
     models = select(manifest.models, args.only, args.quick)
     out_dir = args.out.resolve()
