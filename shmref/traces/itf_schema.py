@@ -328,23 +328,23 @@ class Action(Type):
 
 
 _CELLS = fn(INT, INT)
-RING_VARS: dict[str, Type] = {
+# the ring's positions and id -> address map: in every state and recording
+_RING: dict[str, Type] = {
     "data_buffer_start": INT,
     "data_buffer_end": INT,
     "monotonic_id_start": INT,
     "monotonic_id_end": INT,
     "metadata": fn(INT, INT),
+}
+RING_VARS: dict[str, Type] = {
+    **_RING,
     "hdr_size": _CELLS,
     "marked": set_of(INT),
     "chunks": set_of(rec(id=INT, addr=INT, size=INT)),
     "last_action": Action(),
 }
 STORAGE_VARS: dict[str, Type] = {
-    "data_buffer_start": INT,
-    "data_buffer_end": INT,
-    "monotonic_id_start": INT,
-    "monotonic_id_end": INT,
-    "metadata": fn(INT, INT),
+    **_RING,
     "key_index": fn(STR, tup(INT, INT)),
     "id_index": fn(INT, STR),
     "writer_flag": fn(INT, INT),
@@ -363,11 +363,7 @@ STORAGE_VARS: dict[str, Type] = {
 # What a recording may add to each state besides last_action: the
 # implementation's state after the call, in units (docs/itf.md).
 OBSERVABLE: dict[str, Type] = {
-    "data_buffer_start": INT,
-    "data_buffer_end": INT,
-    "monotonic_id_start": INT,
-    "monotonic_id_end": INT,
-    "metadata": fn(INT, INT),
+    **_RING,
     "key_index": fn(STR, tup(INT, INT)),
     "writer_flag": fn(INT, INT),
     "touched": set_of(INT),
