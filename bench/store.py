@@ -11,7 +11,10 @@ allocator or lock.
 
 Contenders take turns round by round (the order rotates every repetition)
 and each number is the median over repetitions, so that the noise of a
-shared machine hits all of them alike.
+shared machine hits all of them alike. Every few repetitions each contender
+gets a fresh segment (`StoreConfig.setups`): at 1 MiB where the two rings
+land in memory decides the refimpl/seed ratio by up to about 10% either way,
+so one placement would measure the placement, not the code.
 
 The reader processes and the writers are `bench.storeprocs`'s; where the
 time goes (cProfile) is `bench.storeprofile`'s.
@@ -49,6 +52,10 @@ class StoreConfig:
     batch_min: int
     batch_max: int
     profile_ops: int  # objects put and read per size under cProfile
+    # sets of fresh segments the repetitions are spread over: where a ring lands
+    # in memory moves a 1 MiB put+get by some 10% (see the docstring), so a
+    # paired ratio taken on one placement measures the placement
+    setups: int = 1
 
     def batch(self, size: int) -> int:
         return max(self.batch_min, min(self.batch_max, self.batch_bytes // size))
@@ -63,6 +70,7 @@ FULL = StoreConfig(
     batch_min=8,
     batch_max=1000,
     profile_ops=2000,
+    setups=7,
 )
 QUICK = StoreConfig(
     {"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10},
@@ -85,6 +93,7 @@ REDUCED = StoreConfig(
     batch_min=8,
     batch_max=500,
     profile_ops=500,
+    setups=5,
 )
 
 
@@ -131,73 +140,94 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
             for label, size in config.sizes.items():
                 batch = config.batch(size)
                 value = bytes(range(256)) * (size // 256) + bytes(size % 256)
-                writers: dict[str, Any] = {}
-                with ExitStack() as per_size:
-                    for name in contenders:
-                        impl = impls[name]
-                        writer = (
-                            PlainWriter(size, batch)
-                            if impl is None
-                            else StoreWriter(impl, size, batch, n_readers, readers.lock)
+                samples: dict[str, list[list[float]]] = {name: [] for name in contenders}
+                rep = 0
+                for block in _blocks(config.reps, config.setups):
+                    with ExitStack() as setup:  # fresh segments for every contender
+                        writers = _open_writers(
+                            setup, contenders, impls, size, batch, n_readers, readers
                         )
-                        per_size.callback(writer.close)
-                        writers[name] = writer
-                        readers.broadcast(
-                            "attach",
-                            name,
-                            "plain" if impl is None else name,
-                            writer.reader_handle(),
-                        )
-                        per_size.callback(_detach, readers, name)
-                    samples: dict[str, list[list[float]]] = {name: [] for name in contenders}
-                    # Warm-up, not measured: two rounds touch every page of the
-                    # ring (batch + 2 chunks) in the writer and the readers.
-                    for name in contenders:
-                        for _ in range(2):
-                            _round(writers[name], readers, name, value, batch)
-                    for rep in range(config.reps):
-                        order = (
-                            contenders[rep % len(contenders) :]
-                            + contenders[: rep % len(contenders)]
-                        )
-                        for name in order:
-                            total = [0.0, 0.0, 0.0, 0.0, 0.0]
-                            for _ in range(config.rounds):
-                                for i, part in enumerate(
-                                    _round(writers[name], readers, name, value, batch)
-                                ):
-                                    total[i] += part
-                            samples[name].append(total)
-                        progress(
-                            f"store: {n_readers} reader(s), {label}, "
-                            f"repetition {rep + 1}/{config.reps}"
-                        )
-                    ops = batch * config.rounds
-                    for name in contenders:
-                        rounds = [s[0] for s in samples[name]]
-                        rows.append(
-                            {
-                                "readers": n_readers,
-                                "size": label,
-                                "bytes": size,
-                                "contender": name,
-                                "batch": batch,
-                                "samples": len(rounds),
-                                "ops_per_s": ops / median(rounds),
-                                "mb_per_s": ops * size / median(rounds) / 1e6,
-                                "put_us": median([s[1] for s in samples[name]]) / ops * 1e6,
-                                "get_us": median([s[2] for s in samples[name]]) / ops * 1e6,
-                                # CPU time of one put and its n_readers gets: what a
-                                # busy machine's time-slicing does not inflate
-                                "cpu_us": median([s[3] for s in samples[name]]) / ops * 1e6,
-                                "faults_per_op": median([s[4] for s in samples[name]]) / ops,
-                                # spread: fastest over slowest sample
-                                "spread": min(rounds) / max(rounds),
-                                "round_s": rounds,  # per repetition, for paired ratios
-                            }
-                        )
+                        # Warm-up, not measured: two rounds touch every page of the
+                        # ring (batch + 2 chunks) in the writer and the readers.
+                        for name in contenders:
+                            for _ in range(2):
+                                _round(writers[name], readers, name, value, batch)
+                        for _ in range(block):
+                            order = (
+                                contenders[rep % len(contenders) :]
+                                + contenders[: rep % len(contenders)]
+                            )
+                            for name in order:
+                                total = [0.0, 0.0, 0.0, 0.0, 0.0]
+                                for _ in range(config.rounds):
+                                    for i, part in enumerate(
+                                        _round(writers[name], readers, name, value, batch)
+                                    ):
+                                        total[i] += part
+                                samples[name].append(total)
+                            rep += 1
+                            progress(
+                                f"store: {n_readers} reader(s), {label}, "
+                                f"repetition {rep}/{config.reps}"
+                            )
+                ops = batch * config.rounds
+                for name in contenders:
+                    rounds = [s[0] for s in samples[name]]
+                    rows.append(
+                        {
+                            "readers": n_readers,
+                            "size": label,
+                            "bytes": size,
+                            "contender": name,
+                            "batch": batch,
+                            "samples": len(rounds),
+                            "ops_per_s": ops / median(rounds),
+                            "mb_per_s": ops * size / median(rounds) / 1e6,
+                            "put_us": median([s[1] for s in samples[name]]) / ops * 1e6,
+                            "get_us": median([s[2] for s in samples[name]]) / ops * 1e6,
+                            # CPU time of one put and its n_readers gets: what a
+                            # busy machine's time-slicing does not inflate
+                            "cpu_us": median([s[3] for s in samples[name]]) / ops * 1e6,
+                            "faults_per_op": median([s[4] for s in samples[name]]) / ops,
+                            # spread: fastest over slowest sample
+                            "spread": min(rounds) / max(rounds),
+                            "round_s": rounds,  # per repetition, for paired ratios
+                        }
+                    )
     _add_ratios(rows)
     return rows
+
+
+def _blocks(reps: int, setups: int) -> list[int]:
+    """Repetitions per set of segments: `reps` split into `setups` nearly equal blocks."""
+    setups = max(1, min(setups, reps))
+    return [reps // setups + (i < reps % setups) for i in range(setups)]
+
+
+def _open_writers(
+    stack: ExitStack,
+    contenders: list[str],
+    impls: dict[str, ModuleType | None],
+    size: int,
+    batch: int,
+    n_readers: int,
+    readers: Readers,
+) -> dict[str, Any]:
+    """A writer (a new segment) per contender, attached by every reader;
+    `stack` detaches and closes them."""
+    writers: dict[str, Any] = {}
+    for name in contenders:
+        impl = impls[name]
+        writer = (
+            PlainWriter(size, batch)
+            if impl is None
+            else StoreWriter(impl, size, batch, n_readers, readers.lock)
+        )
+        stack.callback(writer.close)
+        writers[name] = writer
+        readers.broadcast("attach", name, "plain" if impl is None else name, writer.reader_handle())
+        stack.callback(_detach, readers, name)
+    return writers
 
 
 def _detach(readers: Readers, tag: str) -> None:
