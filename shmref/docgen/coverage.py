@@ -25,7 +25,7 @@ from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped]
 
-from shmref.docgen.tomldata import load_entries
+from shmref.docgen.datafiles import load_entries
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage", "ShmObjectStorageHandle")
 HOWS = ("Hypothesis search", "TLC model", "hand probe", "not examined")

@@ -36,6 +36,7 @@ from tabulate import tabulate  # type: ignore[import-untyped]
 
 from shmref.core.paths import checkout
 from shmref.docgen import coverage
+from shmref.docgen.datafiles import load_entries
 from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of this module's API
     FAILED,
     NOT_RUN,
@@ -44,7 +45,6 @@ from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of
     oracle_section,
     summarize_conformance,
 )
-from shmref.docgen.tomldata import load_entries
 
 REPO = checkout() or Path.cwd()  # FINDINGS.md and docs/ live in a shmref checkout
 DATA = REPO / "docs" / "findings.toml"
