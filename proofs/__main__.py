@@ -178,7 +178,7 @@ def _indent(text: str, limit: int = 20) -> str:
 
 
 def _seed_available() -> bool:
-    from proofs.seeddiff import _seed_text_path
+    from proofs.seedring import _seed_text_path
 
     return _seed_text_path().is_file()
 
@@ -213,7 +213,7 @@ def run_differential(per_condition: float, examples: int, workers: int) -> bool:
     for result in results:
         _print_result(result)
         ok = ok and result.returncode == 0
-    from proofs.seeddiff import hypothesis_differential
+    from proofs.lockstep import hypothesis_differential
 
     began = time.monotonic()
     divergence = hypothesis_differential(examples)

@@ -1,7 +1,8 @@
 """Serializers: how a value becomes the ``[metadata][payload]`` of an object.
 
 A caller may pass any `ObjectSerde` subclass as ``serde_class=`` (vLLM
-passes its own); `MsgpackSerde` is only the default.
+passes its own); `MsgpackSerde` is only the default. `byte_parts` is what
+the storage asks of any serde's output before it allocates a chunk.
 """
 
 from __future__ import annotations
@@ -92,3 +93,34 @@ class MsgpackSerde(ObjectSerde):
             return msgpack.unpackb(data[1:], raw=False, strict_map_key=False)
         except (ValueError, TypeError) as exc:  # msgpack's errors are ValueErrors
             raise ValueError(f"object in shared memory cannot be read back: {exc}") from exc
+
+
+BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def byte_parts(metadata: Any, data: Any, md_bytes: Any, data_bytes: Any) -> list[Any]:
+    """The serializer's output as the byte strings to copy, in order, after
+    checking it: everything that can fail is checked before the allocation.
+    Nothing is copied here: memoryviews are recast to bytes (a copy only if
+    not contiguous)."""
+    parts = [metadata, *data] if type(data) is list else [metadata, data]
+    for i, part in enumerate(parts):
+        if not isinstance(part, BYTES_LIKE):
+            what = "metadata" if i == 0 else "data"
+            raise ValueError(
+                f"Unsupported data type for serialization: {what} is a "
+                f"{type(part).__name__}, not bytes, a bytes-like or a list of them"
+            )
+        if type(part) is memoryview and (part.format != "B" or part.ndim != 1):
+            parts[i] = part.cast("B") if part.c_contiguous else part.tobytes()
+    if (
+        type(md_bytes) is not int
+        or type(data_bytes) is not int
+        or len(parts[0]) != md_bytes
+        or sum(map(len, parts)) - md_bytes != data_bytes
+    ):
+        raise ValueError(
+            f"serializer returned sizes ({md_bytes}, {data_bytes}) that do not match "
+            f"its bytes ({len(parts[0])}, {sum(map(len, parts)) - len(parts[0])})"
+        )
+    return parts

@@ -20,7 +20,6 @@ between them, exactly as the model checker does.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import struct
 from contextlib import AbstractContextManager, nullcontext
@@ -28,9 +27,10 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Lock as LockType
 from typing import Any
 
+from refimpl.handle import HANDLE_FIELDS, ShmObjectStorageHandle, sign
 from refimpl.readerlock import READER_LOCK_TIMEOUT, hold
 from refimpl.ring import SingleWriterShmRingBuffer
-from refimpl.serde import MsgpackSerde, ObjectSerde
+from refimpl.serde import MsgpackSerde, ObjectSerde, byte_parts
 from refimpl.validate import (
     MAX_CHUNK_DATA,
     check_fields,
@@ -41,23 +41,9 @@ from refimpl.validate import (
     signature_bytes,
 )
 
-SIGNATURE_BYTES = hashlib.sha256().digest_size
+__all__ = ["Read", "ShmObjectStorageHandle", "SingleWriterShmObjectStorage"]
+
 COUNT = struct.Struct("<i")  # an object's reader count: 4 bytes, little-endian, signed
-BYTES_LIKE = (bytes, bytearray, memoryview)
-
-
-@dataclass
-class ShmObjectStorageHandle:
-    """Everything a reader process needs to attach to a writer's storage."""
-
-    max_object_size: int
-    n_readers: int
-    ring_buffer_handle: tuple[int, str]
-    serde_class: type[ObjectSerde]
-    reader_lock: LockType | None
-
-
-HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class", "reader_lock")
 
 
 @dataclass(slots=True)
@@ -123,7 +109,7 @@ class SingleWriterShmObjectStorage:
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
         data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
-        parts = _byte_parts(metadata, data, md_bytes, data_bytes)
+        parts = byte_parts(metadata, data, md_bytes, data_bytes)
         size = self.flag_bytes + md_bytes + data_bytes
         if size > self.max_object_size:
             raise ValueError(
@@ -347,12 +333,7 @@ class SingleWriterShmObjectStorage:
             raise ValueError(invalid)
 
     def _make_signature(self, key: str, address: int, monotonic_id: int) -> bytes:
-        message = (
-            hashlib.sha256(key.encode("utf-8")).digest()
-            + address.to_bytes(8, "little", signed=False)
-            + monotonic_id.to_bytes(4, "little", signed=False)
-        )
-        return hmac.digest(self.ring_buffer.get_auth_secret(), message, "sha256")
+        return sign(self.ring_buffer.get_auth_secret(), key, address, monotonic_id)
 
     # -- counts ------------------------------------------------------------------
 
@@ -432,31 +413,3 @@ class SingleWriterShmObjectStorage:
         if size != read.size:
             chunk_id = -1  # not the chunk we opened, whatever its id says
         self._check_id(read.address, read.monotonic_id, chunk_id)
-
-
-def _byte_parts(metadata: Any, data: Any, md_bytes: Any, data_bytes: Any) -> list[Any]:
-    """The serializer's output as the byte strings to copy, in order, after
-    checking it: everything that can fail is checked before the allocation.
-    Nothing is copied here: memoryviews are recast to bytes (a copy only if
-    not contiguous)."""
-    parts = [metadata, *data] if type(data) is list else [metadata, data]
-    for i, part in enumerate(parts):
-        if not isinstance(part, BYTES_LIKE):
-            what = "metadata" if i == 0 else "data"
-            raise ValueError(
-                f"Unsupported data type for serialization: {what} is a "
-                f"{type(part).__name__}, not bytes, a bytes-like or a list of them"
-            )
-        if type(part) is memoryview and (part.format != "B" or part.ndim != 1):
-            parts[i] = part.cast("B") if part.c_contiguous else part.tobytes()
-    if (
-        type(md_bytes) is not int
-        or type(data_bytes) is not int
-        or len(parts[0]) != md_bytes
-        or sum(map(len, parts)) - md_bytes != data_bytes
-    ):
-        raise ValueError(
-            f"serializer returned sizes ({md_bytes}, {data_bytes}) that do not match "
-            f"its bytes ({len(parts[0])}, {sum(map(len, parts)) - len(parts[0])})"
-        )
-    return parts

@@ -1,6 +1,10 @@
 """The house shows its architecture (DESIGN.md "Repository map"): shmref/ is
 folders by job in layers, no import cycle, no lower layer importing a higher
-one, every module under 400 lines and at most ten modules at the top.
+one, every module under 400 lines and at most ten modules at the top. The
+other trees of code, refimpl/, proofs/ and bench/, keep their modules under
+about 450 lines, and the four import one another only downward (refimpl,
+then shmref, then proofs and bench, which do not import each other), with
+no cycle anywhere.
 
 Imports are read with `ast`, inside functions too (a function-level import
 is an import: hiding one there does not break a cycle). Importing a.b.c also
@@ -20,6 +24,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "shmref"
 MAX_LINES = 400
+# every tree of code: the bound on its modules' lines, and the trees it may import
+TREES: dict[str, tuple[int, frozenset[str]]] = {
+    "refimpl": (450, frozenset({"refimpl"})),
+    "shmref": (MAX_LINES, frozenset({"refimpl", "shmref"})),
+    "proofs": (450, frozenset({"refimpl", "shmref", "proofs"})),
+    "bench": (450, frozenset({"refimpl", "shmref", "bench"})),
+}
 MAX_TOP_LEVEL = 10
 
 # Lowest first: a module may import its own layer and those listed before it.
@@ -95,7 +106,7 @@ def imports_of(name: str, source: str, modules: Iterable[str], is_package: bool)
     edges: set[str] = set()
     own_packages = {".".join(name.split(".")[:k]) for k in range(1, name.count(".") + 2)}
     for target in found:
-        if target.split(".")[0] != "shmref":
+        if target.split(".")[0] not in TREES:
             continue
         parts = target.split(".")
         for k in range(1, len(parts) + 1):
@@ -171,6 +182,22 @@ def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
     return found
 
 
+def tree_sources() -> dict[str, str]:
+    """Every module of every tree (refimpl, shmref, proofs, bench)."""
+    return {name: text for tree in TREES for name, text in package_sources(REPO / tree).items()}
+
+
+def downward_between_trees(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports of a tree that TREES does not let it import."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        allowed = TREES[module.split(".")[0]][1]
+        found += [
+            f"{module} imports {t}" for t in sorted(targets) if t.split(".")[0] not in allowed
+        ]
+    return found
+
+
 def too_long(sources: Mapping[str, str], limit: int = MAX_LINES) -> list[str]:
     return [
         f"{name}: {len(text.splitlines())} lines"
@@ -202,6 +229,19 @@ def test_every_module_has_a_layer(sources: dict[str, str]) -> None:
 
 def test_every_module_is_under_400_lines(sources: dict[str, str]) -> None:
     assert too_long(sources) == []
+
+
+def test_every_module_of_every_tree_is_within_its_bound() -> None:
+    for tree, (limit, _imports) in TREES.items():
+        assert too_long(package_sources(REPO / tree), limit) == [], f"{tree}/ over {limit} lines"
+
+
+def test_the_trees_import_downward_and_without_a_cycle() -> None:
+    graph = import_graph(tree_sources())
+    assert {m.split(".")[0] for m in graph} == set(TREES)
+    assert downward_between_trees(graph) == []
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
 def test_at_most_ten_modules_at_the_top() -> None:
@@ -276,3 +316,23 @@ def test_a_long_module_is_found() -> None:
     assert too_long({"shmref.big": "x = 1\n" * 401, "shmref.small": "x = 1\n"}) == [
         "shmref.big: 401 lines"
     ]
+
+
+def test_a_tree_importing_upward_or_a_long_module_elsewhere_is_found() -> None:
+    graph = {
+        "refimpl.ring": {"shmref.core.paths"},
+        "bench.store": {"proofs.steps", "shmref.core"},
+        "proofs.steps": {"refimpl.allocator"},
+    }
+    assert downward_between_trees(graph) == [
+        "bench.store imports proofs.steps",
+        "refimpl.ring imports shmref.core.paths",
+    ]
+    modules = ["bench", "bench.store", "bench.common", "refimpl", "refimpl.ring"]
+    source = "from bench.common import load\nimport refimpl.ring\n"
+    edges = imports_of("bench.store", source, modules, is_package=False)
+    assert edges == {"bench.common", "refimpl", "refimpl.ring"}  # its own package is loading
+    cycle = find_cycle({"bench.a": {"bench.b"}, "bench.b": {"bench.a"}})
+    assert cycle == ["bench.a", "bench.b", "bench.a"]
+    assert too_long({"bench.big": "x = 1\n" * 451}, TREES["bench"][0]) == ["bench.big: 451 lines"]
+    assert too_long({"bench.ok": "x = 1\n" * 450}, TREES["bench"][0]) == []

@@ -13,17 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tlc_support import ROOT, SPEC, require_tlc
 
-from shmref.tlc import TlcError, check, find_jar, find_java, manifest
+from shmref.tlc import TlcError, check, manifest, options
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "spec"
-
-try:
-    find_java()
-    find_jar()
-except TlcError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"TLC not available: {exc}", allow_module_level=True)
+require_tlc()
 
 pytestmark = pytest.mark.tlc
 
@@ -186,7 +180,7 @@ def test_missing_java_is_one_line(
     def no_java() -> str:
         raise TlcError("Java not found: install a JRE")
 
-    monkeypatch.setattr(check, "find_java", no_java)
+    monkeypatch.setattr(options, "find_java", no_java)
     assert check.main(["--quick"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Java not found" in err

@@ -10,19 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tlc_support import SPEC, require_tlc, spec_models
 
-from shmref.tlc import TlcError, check, find_jar, find_java, manifest
+from shmref.tlc import check
 
-SPEC = Path(__file__).resolve().parents[1] / "spec"
-
-try:
-    find_java()
-    find_jar()
-except TlcError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"TLC not available: {exc}", allow_module_level=True)
+require_tlc()
 
 pytestmark = pytest.mark.tlc
-MODELS = {m.name: m for m in manifest.load_manifest(SPEC / "models.toml").models}
+MODELS = spec_models()
 
 
 def run(name: str, tmp_path: Path) -> check.Result:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from proofs import broken, seeddiff, steps
+from proofs import broken, lockstep, refring, seeddiff, seedring, steps
 from refimpl import allocator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def contract_lines(fn: object) -> list[str]:
 
 
 needs_seed = pytest.mark.skipif(
-    not seeddiff._seed_text_path().is_file(), reason="seed text absent (set $SHMREF_SEED)"
+    not seedring._seed_text_path().is_file(), reason="seed text absent (set $SHMREF_SEED)"
 )
 
 
@@ -149,18 +149,18 @@ def test_seed_docstring_scenarios_agree() -> None:
         ("allocate", 40),
         ("allocate", 20),
     ]
-    assert seeddiff.run_ops(100, 2**31, ops) is None
-    lockstep = seeddiff.Lockstep(100, 2**31)
+    assert lockstep.run_ops(100, 2**31, ops) is None
+    both = lockstep.Lockstep(100, 2**31)
     for op in ops[:2]:
-        assert lockstep.apply(op) is None
-    assert (lockstep.state.start, lockstep.state.end) == (0, 66)
-    assert lockstep.apply(("release", 1)) is None
-    assert (lockstep.state.start, lockstep.state.end) == (28, 66)
+        assert both.apply(op) is None
+    assert (both.state.start, both.state.end) == (0, 66)
+    assert both.apply(("release", 1)) is None
+    assert (both.state.start, both.state.end) == (28, 66)
 
 
 @needs_seed
 def test_seed_and_allocator_agree_on_random_sequences() -> None:
-    assert seeddiff.hypothesis_differential(300) is None
+    assert lockstep.hypothesis_differential(300) is None
 
 
 @needs_seed
@@ -172,16 +172,16 @@ def test_seed_and_allocator_agree_on_random_sequences() -> None:
         (broken._early_wrap, [("allocate", 22)]),
     ],
 )
-def test_differential_notices_broken_place(place_fn: seeddiff.PlaceFn, ops: list) -> None:
+def test_differential_notices_broken_place(place_fn: refring.PlaceFn, ops: list) -> None:
     capacity = 30
-    assert seeddiff.run_ops(capacity, 2**31, ops) is None
-    assert seeddiff.run_ops(capacity, 2**31, ops, place_fn=place_fn) is not None
+    assert lockstep.run_ops(capacity, 2**31, ops) is None
+    assert lockstep.run_ops(capacity, 2**31, ops, place_fn=place_fn) is not None
 
 
 @needs_seed
 @pytest.mark.slow
 def test_differential_searches_find_broken_place() -> None:
-    assert seeddiff.hypothesis_differential(1000, place_fn=broken._overcommit) is not None
+    assert lockstep.hypothesis_differential(1000, place_fn=broken._overcommit) is not None
 
 
 @needs_seed

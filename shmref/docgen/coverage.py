@@ -17,7 +17,6 @@ import dataclasses
 import inspect
 import re
 import textwrap
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,8 @@ from types import ModuleType
 from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped]
+
+from shmref.docgen.datafiles import load_entries
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage", "ShmObjectStorageHandle")
 HOWS = ("Hypothesis search", "TLC model", "hand probe", "not examined")
@@ -82,15 +83,7 @@ def public_names(module: ModuleType) -> list[str]:
 
 def load_rows(path: Path) -> list[Row]:
     """Parse and validate the data file; raise CoverageError naming what is wrong."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise CoverageError(f"coverage data not found: {path}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise CoverageError(f"{path}: not valid TOML: {exc}") from exc
-    raw = data.get("row")
-    if not isinstance(raw, list) or not raw:
-        raise CoverageError(f"{path}: no [[row]] entries")
+    raw = load_entries(path, "row", CoverageError, "coverage data")
     rows = []
     for index, entry in enumerate(raw):
         where = f"row #{index + 1} ({entry.get('name')!r})" if isinstance(entry, dict) else ""

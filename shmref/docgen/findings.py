@@ -27,7 +27,6 @@ import difflib
 import json
 import re
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from tabulate import tabulate  # type: ignore[import-untyped]
 
 from shmref.core.paths import checkout
 from shmref.docgen import coverage, pictures
+from shmref.docgen.datafiles import load_entries
 from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of this module's API
     FAILED,
     NOT_RUN,
@@ -141,15 +141,7 @@ def _entry(raw: Any, index: int) -> Finding:
 
 def load_findings(path: Path = DATA) -> list[Finding]:
     """Parse and validate the data file; raise FindingsError naming what is wrong."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise FindingsError(f"findings data not found: {path}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise FindingsError(f"{path}: not valid TOML: {exc}") from exc
-    raw = data.get("finding")
-    if not isinstance(raw, list) or not raw:
-        raise FindingsError(f"{path}: no [[finding]] entries")
+    raw = load_entries(path, "finding", FindingsError, "findings data")
     findings = [_entry(item, i) for i, item in enumerate(raw)]
     ids = [f.id for f in findings]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})

@@ -10,12 +10,13 @@ the reader accepts either layout and both generations of statuses.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate  # type: ignore[import-untyped]
+
+from shmref.docgen.datafiles import load_data
 
 SNAPSHOT_NAME = "docs/seed-conformance.json"
 # oracle check statuses, compared in lower case (the report's statuses are being re-cut:
@@ -113,12 +114,7 @@ def oracle_section(summary: Mapping[str, Any]) -> str:
 
 
 def load_summary(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise FindingsError(f"oracle snapshot not found: {path}") from exc
-    except json.JSONDecodeError as exc:
-        raise FindingsError(f"{path}: not valid JSON: {exc}") from exc
+    data = load_data(path, FindingsError, "oracle snapshot")
     if not isinstance(data, dict) or "levels" not in data:
         raise FindingsError(f"{path}: not an oracle report or snapshot (no 'levels')")
     first = data["levels"][0] if isinstance(data["levels"], list) and data["levels"] else None

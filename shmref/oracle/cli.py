@@ -12,8 +12,8 @@ the seed and refimpl (test_layout.py), the TLC trace replays and the
 Hypothesis state machines (shmref.suite, run by pytest in this process);
 the hazard counterexamples of the spec's hazard models replayed
 on MODULE; and trace validation (a recorded run checked by TLC). It writes
-DIR/conformance.md and DIR/conformance.json (default DIR:
-./shmref-conformance/<module>), every property in one of three levels:
+DIR/conformance.md and DIR/conformance.json (DIR: --out), every
+property in one of three levels:
 
 - seed-compatible: what the seed's code does (values, exception types, ids,
   addresses, segment bytes); the seed passes all of it by construction, and
@@ -68,6 +68,20 @@ from shmref.traces.recorder import Recording, validate_either
 # -- the run -------------------------------------------------------------------------------
 
 
+# The report's folder without --out, stated once: OUT_HELP says it, default_out makes it.
+OUT_INSTALLED = "shmref-conformance"  # below the current folder
+OUT_IN_CHECKOUT = "build/conformance"  # below a shmref checkout's root
+OUT_HELP = (
+    f"report folder (default ./{OUT_INSTALLED}/<module>; "
+    f"{OUT_IN_CHECKOUT}/<module> in a shmref checkout)"
+)
+
+
+def default_out(module: str) -> Path:
+    root = checkout()
+    return (root / OUT_IN_CHECKOUT if root else Path.cwd() / OUT_INSTALLED) / module
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Bad options are one line (and exit 2), never a usage dump."""
 
@@ -109,9 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="module under test ('seed': the seed's own code; "
         "'port': a port of it with other private names)",
     )
-    parser.add_argument(
-        "--out", type=Path, help="report folder (default build/conformance/<module>)"
-    )
+    parser.add_argument("--out", type=Path, help=OUT_HELP)
     parser.add_argument("--quick", action="store_true", help="fewer tests (well under 2 min)")
     parser.add_argument(
         "--all-groups",
@@ -189,9 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(check.failures[0]["trace"])
         print(f"{check.status.upper()}: {check.detail}")
         return 0 if check.status in (PASS, ASSUMPTION) else 1
-    root = checkout()
-    default = root / "build" / "conformance" if root else Path.cwd() / "shmref-conformance"
-    out = (args.out or default / name).resolve()
+    out = (args.out or default_out(name)).resolve()
     problem = unwritable(out)
     if problem:
         print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)

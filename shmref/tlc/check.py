@@ -28,7 +28,6 @@ The raw `-tool` output of each run goes to `<out>/<model>.out` (default
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import TextIO
 
 from shmref.core.paths import SPEC_DIR, cache_dir
-from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
+from shmref.tlc import TlcError, TlcRun, run_tlc
 from shmref.tlc.manifest import (
     INVARIANT,
     LIVENESS,
@@ -56,6 +55,7 @@ from shmref.tlc.manifest import (
     record_check,
     regenerate_readme,
 )
+from shmref.tlc.options import parse_spec_args, spec_parser
 from shmref.tlc.progress import Progress
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
@@ -270,20 +270,10 @@ def run_models(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m shmref.check",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = spec_parser("check", __doc__)
     parser.add_argument("--quick", action="store_true", help="small models only")
     parser.add_argument(
         "--only", action="append", metavar="MODEL", help="run only this model (repeatable)"
-    )
-    parser.add_argument(
-        "--spec-dir",
-        type=Path,
-        default=SPEC_DIR,
-        help="folder with the .tla/.cfg files (default: spec/)",
     )
     parser.add_argument(
         "--out",
@@ -297,29 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=None, help="TLC workers per model (default: cores // jobs)"
     )
-    parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds per model before giving up"
-    )
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write the measured states/depth/time into spec/models.toml and regenerate "
-        "spec/README.md's models table (only with the default --spec-dir)",
-    )
-    args = parser.parse_args(argv)
-    spec_dir = args.spec_dir.resolve()
-    try:
-        manifest = load_manifest(spec_dir / "models.toml")
-    except ManifestError as exc:
-        print(f"check: {exc}", file=sys.stderr)
+    parsed = parse_spec_args(parser, argv, "check")
+    if parsed is None:
         return 2
-
-    try:
-        find_java()
-        find_jar()
-    except TlcError as exc:
-        print(f"check: {exc}", file=sys.stderr)
-        return 2
+    args, manifest = parsed
+    spec_dir = args.spec_dir
 
     models = select(manifest.models, args.only, args.quick)
     out_dir = args.out.resolve()

@@ -17,7 +17,6 @@ states, fixed `--seed`): no proof, but deep traces in seconds.
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import socket
@@ -29,17 +28,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from shmref.core.paths import SPEC_DIR, cache_dir
+from shmref.core.paths import cache_dir
 from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
 from shmref.tlc.check import Result, judge, print_result, select
 from shmref.tlc.manifest import (
-    ManifestError,
     Measured,
     Model,
-    load_manifest,
     record,
     regenerate_readme,
 )
+from shmref.tlc.options import parse_spec_args, spec_parser
 
 LOG_DIR = cache_dir("tlc", keyed_by_spec=False)  # <model>.deep.out: the server's output
 _DISTINCT = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found")
@@ -220,41 +218,25 @@ def run_simulation(model: Model, spec_dir: Path, depth: int, num: int, seed: int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m shmref.deep",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = spec_parser("deep", __doc__)
     parser.add_argument("--only", action="append", metavar="MODEL")
     parser.add_argument("--workers", type=int, default=2, help="local TLCWorkers (default 2)")
     parser.add_argument("--host", default="localhost", help="the server's host name for workers")
     parser.add_argument(
         "--port", type=int, default=None, help="the server's RMI port (default: a free one)"
     )
-    parser.add_argument("--timeout", type=float, default=4 * 3600.0)
-    parser.add_argument("--spec-dir", type=Path, default=SPEC_DIR)
     parser.add_argument("--simulate", action="store_true", help="tlc2.TLC -simulate instead")
     parser.add_argument("--depth", type=int, default=60)
     parser.add_argument("--num", type=int, default=20000)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--fpmem", type=float, default=None, help="TLCServer -fpmem (fingerprint memory share)"
     )
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write distinct/depth/time/workers of the runs as expected into spec/models.toml "
-        "and regenerate spec/README.md's table",
-    )
-    args = parser.parse_args(argv)
-    spec_dir = args.spec_dir.resolve()
-    try:
-        find_java()
-        find_jar()
-        manifest = load_manifest(spec_dir / "models.toml")
-    except (TlcError, ManifestError) as exc:
-        print(f"deep: {exc}", file=sys.stderr)
+    parser.add_argument("--seed", type=int, default=1)
+    parsed = parse_spec_args(parser, argv, "deep")
+    if parsed is None:
         return 2
+    args, manifest = parsed
+    spec_dir = args.spec_dir
     deep = [m for m in manifest.models if m.deep]
     models = select(manifest.models, args.only, False) if args.only else deep
     results = []

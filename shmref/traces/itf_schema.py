@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shmref.core import vocabulary
@@ -108,12 +108,7 @@ class Type:
                 raise at(where, f"a record {self.text}", value)
             return {n: t.encode(value[n], f"{where}.{n}") for n, t in self.fields.items()}
         if kind == "OneOf":
-            for option in self.args:
-                try:
-                    return option.encode(value, where)
-                except ItfError:
-                    continue
-            raise at(where, self.text, value)
+            return self._first_fit(lambda option: option.encode(value, where), value, where)
         raise AssertionError(kind)
 
     # JSON -> Python
@@ -176,13 +171,17 @@ class Type:
                 {n: t.decode(data[n], f"{where}.{n}") for n, t in self.fields.items()}
             )
         if kind == "OneOf":
-            for option in self.args:
-                try:
-                    return option.decode(data, where)
-                except ItfError:
-                    continue
-            raise at(where, self.text, data)
+            return self._first_fit(lambda option: option.decode(data, where), data, where)
         raise AssertionError(kind)
+
+    def _first_fit(self, convert: Callable[[Type], Any], value: Any, where: str) -> Any:
+        """`convert` (encode or decode) by the first option that fits `value`."""
+        for option in self.args:
+            try:
+                return convert(option)
+            except ItfError:
+                continue
+        raise at(where, self.text, value)
 
 
 # constructors, in Apalache's type syntax
@@ -305,45 +304,47 @@ class Action(Type):
                     optional.add(maybe)
         return fields, optional
 
-    def encode(self, value: Any, where: str) -> Any:
-        if not isinstance(value, Mapping):
-            raise at(where, "a record", value)
-        fields, optional = self._shape(value, where)
-        _fields_exactly(value, {f: None for f in ["name", "outcome", *fields]}, optional, where)
-        out = {"name": value["name"], "outcome": value["outcome"]}
-        for f in [*fields, *sorted(optional & set(value))]:
-            out[f] = self.field_types[f].encode(value[f], f"{where}.{f}")
-        return out
-
-    def decode(self, data: Any, where: str) -> Any:
-        if not isinstance(data, dict):
-            raise at(where, "a JSON object (the last_action record)", data)
+    def _convert(
+        self, data: Mapping[str, Any], where: str, convert: Callable[[Type, Any, str], Any]
+    ) -> dict[str, Any]:
+        """The record's fields checked against its action and each converted
+        (encoded or decoded) by its type."""
         fields, optional = self._shape(data, where)
         _fields_exactly(data, {f: None for f in ["name", "outcome", *fields]}, optional, where)
         out = {"name": data["name"], "outcome": data["outcome"]}
         for f in [*fields, *sorted(optional & set(data))]:
-            out[f] = self.field_types[f].decode(data[f], f"{where}.{f}")
-        return FrozenDict(out)
+            out[f] = convert(self.field_types[f], data[f], f"{where}.{f}")
+        return out
+
+    def encode(self, value: Any, where: str) -> Any:
+        if not isinstance(value, Mapping):
+            raise at(where, "a record", value)
+        return self._convert(value, where, lambda t, v, w: t.encode(v, w))
+
+    def decode(self, data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise at(where, "a JSON object (the last_action record)", data)
+        return FrozenDict(self._convert(data, where, lambda t, v, w: t.decode(v, w)))
 
 
 _CELLS = fn(INT, INT)
-RING_VARS: dict[str, Type] = {
+# the ring's positions and id -> address map: in every state and recording
+_RING: dict[str, Type] = {
     "data_buffer_start": INT,
     "data_buffer_end": INT,
     "monotonic_id_start": INT,
     "monotonic_id_end": INT,
     "metadata": fn(INT, INT),
+}
+RING_VARS: dict[str, Type] = {
+    **_RING,
     "hdr_size": _CELLS,
     "marked": set_of(INT),
     "chunks": set_of(rec(id=INT, addr=INT, size=INT)),
     "last_action": Action(),
 }
 STORAGE_VARS: dict[str, Type] = {
-    "data_buffer_start": INT,
-    "data_buffer_end": INT,
-    "monotonic_id_start": INT,
-    "monotonic_id_end": INT,
-    "metadata": fn(INT, INT),
+    **_RING,
     "key_index": fn(STR, tup(INT, INT)),
     "id_index": fn(INT, STR),
     "writer_flag": fn(INT, INT),
@@ -362,11 +363,7 @@ STORAGE_VARS: dict[str, Type] = {
 # What a recording may add to each state besides last_action: the
 # implementation's state after the call, in units (docs/itf.md).
 OBSERVABLE: dict[str, Type] = {
-    "data_buffer_start": INT,
-    "data_buffer_end": INT,
-    "monotonic_id_start": INT,
-    "monotonic_id_end": INT,
-    "metadata": fn(INT, INT),
+    **_RING,
     "key_index": fn(STR, tup(INT, INT)),
     "writer_flag": fn(INT, INT),
     "touched": set_of(INT),

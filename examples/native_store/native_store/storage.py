@@ -18,8 +18,7 @@ from native_store.ring import SingleWriterShmRingBuffer
 from native_store.signing import INVALID, Signing
 from refimpl.allocator import freed_ids
 from refimpl.readerlock import READER_LOCK_TIMEOUT, ReaderLockTimeout
-from refimpl.serde import RAW, MsgpackSerde, ObjectSerde
-from refimpl.storage import _byte_parts
+from refimpl.serde import RAW, MsgpackSerde, ObjectSerde, byte_parts
 from refimpl.validate import (
     MAX_CHUNK_DATA,
     check_fields,
@@ -115,7 +114,7 @@ class SingleWriterShmObjectStorage(Signing):
             md, payload, md_bytes, data_bytes = RAW_MD, value, 1, len(value)  # MsgpackSerde's RAW
         else:
             data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
-            parts = _byte_parts(metadata, data, md_bytes, data_bytes)
+            parts = byte_parts(metadata, data, md_bytes, data_bytes)
             md, payload = parts[0], parts[1] if len(parts) == 2 else b"".join(parts[1:])
         size = FLAG_BYTES + md_bytes + data_bytes
         if size > self.max_object_size:
