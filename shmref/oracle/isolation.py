@@ -196,6 +196,17 @@ class Child:
         return "\n".join(lines[-LOG_TAIL:])
 
 
+def process_incident(code: int, node: str | None, tail: str) -> Incident:
+    """A dead child's incident: CRASH, or the status a store program's proxy
+    exited with (shmref.process.channel.EXIT_CODES: its last line says why)."""
+    from shmref.process.channel import EXIT_CODES
+
+    if code in EXIT_CODES:
+        return Incident(EXIT_CODES[code], tail.splitlines()[-1] if tail else "", node)
+    where = f" in {node}" if node else ""
+    return Incident(CRASH, f"the implementation's process {signal_text(code)}{where}:\n{tail}", node)
+
+
 def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: float) -> Outcome:
     """Run `job` in children until every part of it has a result."""
     outcome = Outcome()
@@ -220,14 +231,7 @@ def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: f
             )
             return outcome
         if unit not in outcome.incidents:
-            outcome.incidents[unit] = Incident(
-                CRASH,
-                f"the implementation's process {signal_text(code)}"
-                + (f" in {node}" if node else "")
-                + ":\n"
-                + child.log_tail(),
-                node,
-            )
+            outcome.incidents[unit] = process_incident(code, node, child.log_tail())
         job["skip_units"] = [list(u) for u in outcome.incidents]
         job["skip_nodes"] = sorted(outcome.cases)
         done = {path for path, _, _ in outcome.recordings}
