@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from shmref.contract import OPTIONAL, has
 from shmref.process import PROTOCOL_VERSION
-from shmref.process.channel import CAPABILITIES
+from shmref.process.channel import CAPABILITIES, error_from
 
 
 class Unrepresentable:
@@ -141,8 +141,8 @@ class Server:
             }
         )
         answer = json.loads(self.inp.readline())
-        if "error" in answer:
-            raise RuntimeError(answer["error"]["message"])
+        if "error" in answer:  # the caller's predicate raised: stop freeing, say so
+            raise error_from(answer["error"])
         return bool(answer["result"])
 
     def run(self) -> None:
