@@ -21,7 +21,7 @@ import pytest
 
 from shmref.oracle.isolation import orphans, shm_names
 from shmref.process import SCHEMA_PATH
-from shmref.process.channel import ProgramCrashed, ProgramFailure, ProgramTimeout, ProtocolError
+from shmref.process.messages import ProgramCrashed, ProgramFailure, ProgramTimeout, ProtocolError
 from shmref.process.mixed import mixed_name
 from shmref.seed.impl import load_impl
 
@@ -66,12 +66,30 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
         {"type": "reply", "in_reply_to": 1},  # neither result nor error
         {"type": "reply", "in_reply_to": 1, "result": 1, "error": {"kind": "X", "message": ""}},
         {"type": "reply", "in_reply_to": 1, "error": {"kind": "no such kind!", "message": ""}},
-        {"type": "hello", "protocol": 2, "name": "x", "roles": ["writer"], "capabilities": [],
-         "reader_lock": "oracle"},
-        {"type": "hello", "protocol": 1, "name": "x", "roles": [], "capabilities": [],
-         "reader_lock": "oracle"},
-        {"type": "hello", "protocol": 1, "name": "x", "roles": ["writer"],
-         "capabilities": ["ring.teleport"], "reader_lock": "oracle"},
+        {
+            "type": "hello",
+            "protocol": 2,
+            "name": "x",
+            "roles": ["writer"],
+            "capabilities": [],
+            "reader_lock": "oracle",
+        },
+        {
+            "type": "hello",
+            "protocol": 1,
+            "name": "x",
+            "roles": [],
+            "capabilities": [],
+            "reader_lock": "oracle",
+        },
+        {
+            "type": "hello",
+            "protocol": 1,
+            "name": "x",
+            "roles": ["writer"],
+            "capabilities": ["ring.teleport"],
+            "reader_lock": "oracle",
+        },
         {"type": "request", "id": 1, "op": "put", "object": "s1", "key": "a"},  # no data
         {"type": "request", "id": 1, "op": "fly", "object": "s1"},
         {"type": "callback", "in_reply_to": 3, "op": "is_free", "monotonic_id": 1},
@@ -126,15 +144,24 @@ def test_every_message_of_a_run_follows_the_schema(tmp_path: Path, monkeypatch: 
         ("exit", ProgramCrashed, "exited with code 3 while the oracle waited for its hello"),
         ("garbage", ProtocolError, "a line that is not JSON: 'panic: the store is confused'"),
         ("silent", ProgramTimeout, "no answer within 2 s (waiting for the reply to request 3"),
-        ("wrong_id", ProtocolError, 'expected the reply to request 3 (put), got \'{"type": "reply", "in_reply_to": 10'),
+        (
+            "wrong_id",
+            ProtocolError,
+            'expected the reply to request 3 (put), got \'{"type": "reply", "in_reply_to": 10',
+        ),
         ("schema", ProtocolError, "a reply needs exactly one of result or error"),
-        ("abort", ProgramCrashed, "was killed by SIGABRT while the oracle waited for the reply to request 6 (get)"),
+        (
+            "abort",
+            ProgramCrashed,
+            "was killed by SIGABRT while the oracle waited for the reply to request 6 (get)",
+        ),
     ],
 )
 def test_a_broken_program_is_one_line_and_leaves_nothing(
     mode: str, failure: type[ProgramFailure], says: str, monkeypatch: Any
 ) -> None:
-    monkeypatch.setenv("SHMREF_EXEC_TIMEOUT", "2")
+    # a short wait only where the program is meant to hang (a loaded machine starts slowly)
+    monkeypatch.setenv("SHMREF_EXEC_TIMEOUT", "2" if mode == "silent" else "60")
     before = shm_names()
     with pytest.raises(failure) as caught:
         impl = load_impl(f"exec:{BROKEN} {mode}")
@@ -153,13 +180,17 @@ def test_a_broken_program_is_one_line_and_leaves_nothing(
 
 def test_a_program_must_offer_both_roles_alone() -> None:
     with pytest.raises(ImportError, match="offers no reader role"):
-        load_impl(f"exec:python3 -m shmref.process.serve refimpl --only writer")
+        load_impl("exec:python3 -m shmref.process.serve refimpl --only writer")
 
 
 @pytest.mark.parametrize(
     ("writer", "readers"),
-    [("refimpl", "seed"), ("seed", "refimpl"), ("exec:python3 -m shmref.process.serve refimpl --only writer", "seed"),
-     ("refimpl", "exec:python3 -m shmref.process.serve refimpl --only reader")],
+    [
+        ("refimpl", "seed"),
+        ("seed", "refimpl"),
+        ("exec:python3 -m shmref.process.serve refimpl --only writer", "seed"),
+        ("refimpl", "exec:python3 -m shmref.process.serve refimpl --only reader"),
+    ],
 )
 def test_a_mixed_deployment_reads_across(writer: str, readers: str) -> None:
     """The writer's classes from one side, create_from_handle from the other,
@@ -201,10 +232,20 @@ def conformance(*args: str) -> subprocess.CompletedProcess[str]:
     [
         (["--writer", "refimpl"], "a mixed run takes --writer IMPL and --readers IMPL"),
         (["--impl", "refimpl", "--writer", "refimpl", "--readers", "seed"], "and no --impl"),
-        (["--writer", "exec:python3 -m shmref.process.serve refimpl --only reader",
-          "--readers", "seed", "--quick"], "the program offers no writer role"),
-        (["--impl", "exec:python3 -m shmref.process.serve refimpl --only writer", "--quick"],
-         "offers no reader role"),
+        (
+            [
+                "--writer",
+                "exec:python3 -m shmref.process.serve refimpl --only reader",
+                "--readers",
+                "seed",
+                "--quick",
+            ],
+            "the program offers no writer role",
+        ),
+        (
+            ["--impl", "exec:python3 -m shmref.process.serve refimpl --only writer", "--quick"],
+            "offers no reader role",
+        ),
         (["--impl", f"exec:{BROKEN} exit", "--quick"], "exited with code 3"),
         (["--impl", "exec:/no/such/store", "--quick"], "cannot start '/no/such/store'"),
     ],

@@ -204,7 +204,9 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
     if code in EXIT_CODES:
         return Incident(EXIT_CODES[code], tail.splitlines()[-1] if tail else "", node)
     where = f" in {node}" if node else ""
-    return Incident(CRASH, f"the implementation's process {signal_text(code)}{where}:\n{tail}", node)
+    return Incident(
+        CRASH, f"the implementation's process {signal_text(code)}{where}:\n{tail}", node
+    )
 
 
 def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: float) -> Outcome:

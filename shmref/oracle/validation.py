@@ -20,8 +20,8 @@ from shmref.oracle.verdict import (
     PASS,
     PROTOCOL,
     Check,
-    impl_arg,
     shell,
+    shell_impl,
 )
 from shmref.oracle.worker import RECORDING_UNIT
 from shmref.traces.recorder import Recording, validate_either
@@ -50,7 +50,7 @@ def validation_check(
                 {
                     "case": path.name,
                     "command": shell(
-                        f"python -m shmref.conformance --impl {impl_arg(name)} "
+                        f"python -m shmref.conformance --impl {shell_impl(name)} "
                         f"--level {PROTOCOL} --out "
                         f"{shlex.quote(str(out.resolve()))}",
                         impl,

@@ -13,10 +13,8 @@ raised.
 from __future__ import annotations
 
 import atexit
-import base64
-import builtins
+import importlib
 import json
-import math
 import os
 import select
 import signal
@@ -25,109 +23,30 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from shmref.process import PROTOCOL_VERSION
+from shmref.process.messages import (
+    CAPABILITIES,
+    ProgramCrashed,
+    ProgramFailure,
+    ProgramTimeout,
+    ProtocolError,
+    error_from,
+    short,
+)
 
 CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
 EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
 TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
 LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
-CAPABILITIES = (
-    "storage.get_begin",
-    "storage.get_copy",
-    "storage.get_end",
-    "ring.data_buffer_start",
-    "ring.data_buffer_end",
-    "ring.monotonic_id_start",
-    "ring.monotonic_id_end",
-    "ring.ID_MAX",
-    "ring.allocate_buf",
-    "ring.access_buf",
-    "ring.free_buf",
-    "ring.int2byte",
-    "ring.byte2int",
-    "ring.get_auth_secret",
-)
-
-
-class ProgramFailure(Exception):
-    """The program died, hung or broke the protocol: `status` is the
-    report's (CRASH, TIMEOUT, ERROR), the message one line."""
-
-    status = "ERROR"
-
-
-class ProgramCrashed(ProgramFailure):
-    status = "CRASH"
-
-
-class ProgramTimeout(ProgramFailure):
-    status = "TIMEOUT"
-
-
-class ProtocolError(ProgramFailure):
-    status = "ERROR"
 
 
 def in_oracle_worker() -> bool:
     """A worker that runs properties (not its `--check` of the import)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return getattr(spec, "name", None) == "shmref.oracle.worker" and "--check" not in sys.argv
-
-
-def short(line: bytes | str, limit: int = 200) -> str:
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-    text = text.rstrip("\n")
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-# -- values --------------------------------------------------------------------------------
-
-
-def encode(value: Any) -> Any:
-    """A caller's argument as JSON carries it; anything else is
-    {"unrepresentable": its type name} (the program refuses it)."""
-    if value is None or type(value) in (bool, int):
-        return value
-    if type(value) is float:
-        return value if math.isfinite(value) else {"unrepresentable": "float"}
-    if type(value) is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return {"unrepresentable": "str"}
-        return value
-    if type(value) in (list, tuple):
-        return [encode(v) for v in value]
-    return {"unrepresentable": type(value).__name__}
-
-
-def b64(data: Any) -> str:
-    return base64.b64encode(bytes(data)).decode("ascii")
-
-
-def unb64(text: Any, what: str) -> bytes:
-    if not isinstance(text, str):
-        raise ProtocolError(f"{what} is not a base64 string: {short(json.dumps(text))}")
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError as exc:
-        raise ProtocolError(f"{what} is not base64: {short(text)}") from exc
-
-
-_KINDS: dict[str, type[BaseException]] = {}
-
-
-def error_from(error: dict[str, Any]) -> BaseException:
-    """The exception a reply's error names: a builtin of that name, else a
-    class of that name (outcomes are compared by type name)."""
-    kind, message = error["kind"], error["message"]
-    cls = getattr(builtins, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = _KINDS.setdefault(kind, type(kind, (Exception,), {"__module__": "builtins"}))
-    return cls(message)
 
 
 # -- the program -----------------------------------------------------------------------------
@@ -215,7 +134,8 @@ class Program:
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             self.fail(ProtocolError(f"{self.spec}: a message with no type: {short(line)}"))
         self.record("in", message)
-        return message
+        result: dict[str, Any] = message
+        return result
 
     def send(self, message: dict[str, Any]) -> None:
         self.record("out", message)
@@ -237,7 +157,9 @@ class Program:
         hello = self.read_line("its hello")
         problem = hello_problem(hello)
         if problem:
-            self.fail(ProtocolError(f"{self.spec}: bad hello ({problem}): {short(json.dumps(hello))}"))
+            self.fail(
+                ProtocolError(f"{self.spec}: bad hello ({problem}): {short(json.dumps(hello))}")
+            )
         return hello
 
     def request(
@@ -316,8 +238,10 @@ class Program:
             or not all(type(got.get(f)) is int for f in fields)
         ):
             self.fail(
-                ProtocolError(f"{self.spec}: unexpected callback while waiting for {waiting}: "
-                              f"{short(json.dumps(got))}")
+                ProtocolError(
+                    f"{self.spec}: unexpected callback while waiting for {waiting}: "
+                    f"{short(json.dumps(got))}"
+                )
             )
         reply: dict[str, Any] = {"type": "answer", "in_reply_to": rid}
         try:
@@ -326,7 +250,7 @@ class Program:
             reply["error"] = {"kind": type(exc).__name__, "message": str(exc)}
         self.send(reply)
 
-    def fail(self, failure: ProgramFailure) -> Any:
+    def fail(self, failure: ProgramFailure) -> NoReturn:
         """Stop the program and report: in the oracle's worker, one line and
         an exit whose code is the status; elsewhere, raise."""
         self.dead = str(failure)
@@ -346,7 +270,7 @@ class Program:
     def unlink(self) -> None:
         """Remove the segments a dead program created and did not close."""
         try:
-            from _posixshmem import shm_unlink
+            shm_unlink = importlib.import_module("_posixshmem").shm_unlink
         except ImportError:  # no POSIX shared memory: nothing to remove
             return
         for name in sorted(self.segments):

@@ -31,7 +31,7 @@ def sides(name: str) -> tuple[str, str]:
     try:
         writer, readers = json.loads(name[len(PREFIX) :])
     except (ValueError, TypeError) as exc:
-        raise BadCombination(f"{name!r}: not mixed:[\"WRITER\", \"READERS\"]") from exc
+        raise BadCombination(f'{name!r}: not mixed:["WRITER", "READERS"]') from exc
     return str(writer), str(readers)
 
 
@@ -56,9 +56,7 @@ def compose(name: str, writer: ModuleType, readers: ModuleType) -> ModuleType:
     if "writer" not in roles(writer):
         raise BadCombination(f"--writer {shlex.quote(w_name)}: the program offers no writer role")
     if "reader" not in roles(readers):
-        raise BadCombination(
-            f"--readers {shlex.quote(r_name)}: the program offers no reader role"
-        )
+        raise BadCombination(f"--readers {shlex.quote(r_name)}: the program offers no reader role")
     storage_cls: Any = writer.SingleWriterShmObjectStorage
     reader_cls: Any = readers.SingleWriterShmObjectStorage
 
@@ -68,7 +66,10 @@ def compose(name: str, writer: ModuleType, readers: ModuleType) -> ModuleType:
     composed = type(
         "SingleWriterShmObjectStorage",
         (storage_cls,),
-        {"create_from_handle": staticmethod(create_from_handle), "__module__": storage_cls.__module__},
+        {
+            "create_from_handle": staticmethod(create_from_handle),
+            "__module__": storage_cls.__module__,
+        },
     )
     module = ModuleType(name, f"the writer of {w_name} with the readers of {r_name}")
     for attr, value in vars(writer).items():
@@ -100,13 +101,13 @@ def pairs_line(w_name: str, r_name: str, w_lock: str, r_lock: str) -> str:
     judged = f"writer {w_name} with readers {r_name}"
     if r_lock == "own" and w_lock != "own":
         return (
-            f"mixed run: {judged}: the readers lock by themselves (reader_lock \"own\"), "
+            f'mixed run: {judged}: the readers lock by themselves (reader_lock "own"), '
             f"not with the Python lock the writer and the seed's readers share: judged alone "
             f"beside the writer, not beside Python readers"
         )
     if w_lock == "own" and r_lock != "own":
         return (
-            f"mixed run: {judged}: the writer's program locks by itself (reader_lock \"own\"), "
+            f'mixed run: {judged}: the writer\'s program locks by itself (reader_lock "own"), '
             f"the readers with the handle's Python lock: judged where the writer holds no lock"
         )
     return f"mixed run: {judged}: the readers share the writer's reader lock: every pair judged"

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from refimpl.segment import attach_untracked
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from shmref.contract import MissingCapability
-from shmref.process.channel import Program, b64, encode, program, unb64
+from shmref.process.channel import Program, program
+from shmref.process.messages import b64, encode, unb64
+from shmref.process.ring import BadArgument, ProxyRing, state_property
 
 PREFIX = "exec:"
 # The classes' module: the oracle's watchdog (shmref.oracle.worker) looks
@@ -31,10 +30,6 @@ PREFIX = "exec:"
 # alias names this file alone (a dotted name would name all of shmref).
 ALIAS = "shmref_exec_proxy"
 sys.modules.setdefault(ALIAS, sys.modules[__name__])
-
-
-class BadArgument(ValueError, TypeError):
-    """A caller's argument the proxy cannot send (a predicate that is not callable)."""
 
 
 @dataclass
@@ -47,156 +42,6 @@ class ProcessHandle:
     ring_buffer_handle: tuple[int, str]
     serde_class: type
     reader_lock: Any
-
-
-class ProxyRing:
-    """`SingleWriterShmRingBuffer` over the protocol."""
-
-    PROGRAM: Program  # set on the class built for one program: its hello
-    SPEC: str
-    ARGV: list[str]
-
-    def __init__(self, data_buffer_size: int, name: str | None = None, create: bool = False):
-        self._segment: Any = None
-        self._closed = False
-        self._prog = program(self.SPEC, self.ARGV)  # a new one if the last one failed
-        got = self._prog.request(
-            "create_ring",
-            data_buffer_size=encode(data_buffer_size),
-            name=encode(name),
-            create=encode(create),
-        )
-        self._adopt(got["ring"], got["is_writer"], got["handle"])
-        if self.is_writer:
-            self._prog.segments.add(self._handle[1])
-
-    def _adopt(self, ring_id: str, is_writer: bool, handle: list[Any]) -> None:
-        self._id, self.is_writer = ring_id, bool(is_writer)
-        self._handle = (handle[0], handle[1])
-
-    @classmethod
-    def _attached(cls, prog: Program, ring_id: str, handle: tuple[int, str]) -> ProxyRing:
-        ring = cls.__new__(cls)
-        ring._segment, ring._closed = None, False
-        ring._prog = prog
-        ring._adopt(ring_id, False, list(handle))
-        return ring
-
-    def _call(self, op: str, **arguments: Any) -> Any:
-        return self._prog.request(op, self._id, **arguments)
-
-    def _need(self, capability: str) -> None:
-        if capability not in self._prog.capabilities:
-            raise MissingCapability(capability)
-
-    def _view(self, offset: int, length: int) -> memoryview:
-        if self._segment is None:
-            self._segment = attach_untracked(self._handle[1])
-        buf: memoryview = self._segment.buf
-        return buf[offset : offset + length]
-
-    def _state(self) -> dict[str, int]:
-        """ring_state, asked once until the next request that may change it
-        (the replay compares four positions after every step)."""
-        cached = getattr(self, "_cached", None)
-        if cached is not None and cached[0] == self._prog.generation:
-            return cached[1]
-        state: dict[str, int] = self._call("ring_state")
-        self._cached = (self._prog.generation, state)
-        return state
-
-    def handle(self) -> tuple[int, str]:
-        got = self._call("handle")
-        return got[0], got[1]
-
-    def clear(self) -> None:
-        self._call("clear")
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._call("close")
-            self._prog.segments.discard(self._handle[1])
-        finally:
-            if self._segment is not None:
-                with suppress(BufferError, OSError):
-                    self._segment.close()
-
-    def get_auth_secret(self) -> bytes:
-        self._need("ring.get_auth_secret")
-        return unb64(self._call("get_auth_secret"), "get_auth_secret's result")
-
-    def int2byte(self, integer: int) -> bytes:
-        self._need("ring.int2byte")
-        return unb64(self._call("int2byte", integer=encode(integer)), "int2byte's result")
-
-    def byte2int(self, byte_data: bytes) -> int:
-        self._need("ring.byte2int")
-        data = b64(byte_data) if isinstance(byte_data, bytes | bytearray | memoryview) else encode(byte_data)
-        result: int = self._call("byte2int", data=data)
-        return result
-
-    def allocate_buf(self, size: int) -> tuple[int, int]:
-        self._need("ring.allocate_buf")
-        got = self._call("allocate_buf", size=encode(size))
-        return got[0], got[1]
-
-    @contextmanager
-    def access_buf(self, address: int) -> Iterator[tuple[memoryview, tuple[int, int]]]:
-        self._need("ring.access_buf")
-        got = self._call("access_buf", address=encode(address))
-        view = self._view(got["offset"], got["length"])
-        try:
-            yield view, (got["monotonic_id"], got["size"])
-        finally:
-            view.release()
-
-    def free_buf(
-        self, is_free_fn: Callable[[int, memoryview], bool], nbytes: int | None = None
-    ) -> Iterable[int]:
-        self._need("ring.free_buf")
-        if not callable(is_free_fn):
-            raise BadArgument(f"is_free_fn must be callable, not {type(is_free_fn).__name__}")
-        raised: list[BaseException] = []
-
-        def ask(callback: dict[str, Any]) -> bool:
-            view = self._view(callback["offset"], callback["length"])
-            try:
-                return bool(is_free_fn(callback["monotonic_id"], view))
-            except Exception as exc:
-                raised.append(exc)
-                raise
-            finally:
-                view.release()
-
-        try:
-            freed: list[int] = self._call("free_buf", callback=ask, nbytes=encode(nbytes))
-        except Exception as exc:
-            if raised and type(exc).__name__ == type(raised[-1]).__name__:
-                raise raised[-1] from None  # the predicate's own exception, as raised
-            raise
-        return freed
-
-    def __del__(self) -> None:
-        if getattr(self, "_segment", None) is not None:
-            with suppress(BufferError, OSError):
-                self._segment.close()
-
-
-def _state_property(name: str) -> property:
-    def get(self: ProxyRing) -> int:
-        value: int = self._state()[name]
-        return value
-
-    if name != "ID_MAX":
-        return property(get)
-
-    def set_(self: ProxyRing, value: int) -> None:
-        self._call("set_id_max", value=encode(value))
-
-    return property(get, set_)
 
 
 class ProxyRead:
@@ -229,7 +74,9 @@ class ProxyStorage:
     ) -> None:
         ring = ring_buffer._id if isinstance(ring_buffer, self.RING) else encode(ring_buffer)
         self._prog = (
-            ring_buffer._prog if isinstance(ring_buffer, self.RING) else program(self.SPEC, self.ARGV)
+            ring_buffer._prog
+            if isinstance(ring_buffer, self.RING)
+            else program(self.SPEC, self.ARGV)
         )
         got = self._prog.request(
             "create",
@@ -273,9 +120,7 @@ class ProxyStorage:
         frames = data if type(data) is list else [data]
         for part in (metadata, *frames):
             if not isinstance(part, bytes | bytearray | memoryview):
-                raise BadArgument(
-                    f"Unsupported data type for serialization: {type(part).__name__}"
-                )
+                raise BadArgument(f"Unsupported data type for serialization: {type(part).__name__}")
         # The serde runs here, not in the program: a serde that lies about
         # its sizes is refused here (the program only ever sees bytes).
         sizes = (memoryview(metadata).nbytes, sum(memoryview(f).nbytes for f in frames))
@@ -341,7 +186,11 @@ class ProxyStorage:
         got = self._call("handle")
         size, name = got["ring_buffer_handle"]
         return ProcessHandle(
-            got["max_object_size"], got["n_readers"], (size, name), self.serde_class, self._reader_lock
+            got["max_object_size"],
+            got["n_readers"],
+            (size, name),
+            self.serde_class,
+            self._reader_lock,
         )
 
     @classmethod
@@ -358,9 +207,18 @@ class ProxyStorage:
         storage = cls.__new__(cls)
         storage._prog = prog
         ring = cls.RING._attached(prog, got["ring"], (ring_handle[0], ring_handle[1]))
-        storage._adopt(got["storage"], got["is_writer"], ring, handle.serde_class, handle.reader_lock)
+        storage._adopt(
+            got["storage"], got["is_writer"], ring, handle.serde_class, handle.reader_lock
+        )
         storage.max_object_size, storage.n_readers = handle.max_object_size, handle.n_readers
         return storage
+
+    _reclaim_extra: Any = None
+
+    def _set_reclaim_extra(self, value: int) -> None:
+        """refimpl's knob (capability storage.RECLAIM_EXTRA): 0 frees as the seed."""
+        self._call("set_reclaim_extra", value=encode(value))
+        self._reclaim_extra = value
 
     # the split read, present when announced (shmref.process.proxy.build)
     def _get_begin(
@@ -388,7 +246,7 @@ class ProxyStorage:
 
 
 def raise_bad(prog: Program, text: str) -> None:
-    from shmref.process.channel import ProtocolError
+    from shmref.process.messages import ProtocolError
 
     prog.fail(ProtocolError(f"{prog.spec}: {text}"))
 
@@ -410,9 +268,9 @@ def build(spec: str) -> ModuleType:
     ring_attrs: dict[str, Any] = {"PROGRAM": prog, "SPEC": spec, "ARGV": argv, "__module__": ALIAS}
     for name in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end"):
         if f"ring.{name}" in caps:
-            ring_attrs[name] = _state_property(name)
+            ring_attrs[name] = state_property(name)
     if "ring.ID_MAX" in caps:
-        ring_attrs["ID_MAX"] = _state_property("ID_MAX")
+        ring_attrs["ID_MAX"] = state_property("ID_MAX")
     ring_cls = type("SingleWriterShmRingBuffer", (ProxyRing,), ring_attrs)
     storage_attrs: dict[str, Any] = {
         "PROGRAM": prog,
@@ -424,6 +282,10 @@ def build(spec: str) -> ModuleType:
     if {"storage.get_begin", "storage.get_copy", "storage.get_end"} <= caps:
         for name in ("get_begin", "get_copy", "get_end"):
             storage_attrs[name] = getattr(ProxyStorage, f"_{name}")
+    if "storage.RECLAIM_EXTRA" in caps:
+        storage_attrs["RECLAIM_EXTRA"] = property(
+            lambda self: self._reclaim_extra, ProxyStorage._set_reclaim_extra
+        )
     storage_cls = type("SingleWriterShmObjectStorage", (ProxyStorage,), storage_attrs)
     storage_cls.create_from_handle = staticmethod(storage_cls._from_handle)  # type: ignore[attr-defined]
     module = ModuleType(spec, f"the store program {argv[0]!r} behind the process protocol")

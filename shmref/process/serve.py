@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from shmref.contract import OPTIONAL, has
 from shmref.process import PROTOCOL_VERSION
-from shmref.process.channel import CAPABILITIES, error_from
+from shmref.process.messages import CAPABILITIES, error_from
 
 
 class Unrepresentable:
@@ -77,7 +77,7 @@ def kind_of(exc: BaseException) -> str:
 
     for cls in type(exc).__mro__:
         if getattr(builtins, cls.__name__, None) is cls:
-            return cls.__name__
+            return str(cls.__name__)
     return type(exc).__name__
 
 
@@ -106,6 +106,8 @@ class Server:
     def hello(self) -> None:
         lacking = {label for label in _missing_optional(self.impl)}
         caps = [c for c in CAPABILITIES if c not in lacking]
+        if not hasattr(self.impl.SingleWriterShmObjectStorage, "RECLAIM_EXTRA"):
+            caps.remove("storage.RECLAIM_EXTRA")
         name = getattr(self.impl, "__name__", "?")
         self.send(
             {
@@ -151,8 +153,14 @@ class Server:
             message = json.loads(line)
             self.current = message["id"]
             try:
-                result = self.handle(message["op"], message, {k: decode(v) for k, v in message.items()})
-                reply: dict[str, Any] = {"type": "reply", "in_reply_to": message["id"], "result": result}
+                result = self.handle(
+                    message["op"], message, {k: decode(v) for k, v in message.items()}
+                )
+                reply: dict[str, Any] = {
+                    "type": "reply",
+                    "in_reply_to": message["id"],
+                    "result": result,
+                }
             except Exception as exc:  # the implementation's answer, sent back
                 reply = {
                     "type": "reply",
@@ -170,14 +178,26 @@ class Server:
     def handle(self, op: str, raw: dict[str, Any], a: dict[str, Any]) -> Any:
         impl = self.impl
         if op == "create_ring":
-            ring = impl.SingleWriterShmRingBuffer(a["data_buffer_size"], name=a["name"], create=a["create"])
+            ring = impl.SingleWriterShmRingBuffer(
+                a["data_buffer_size"], name=a["name"], create=a["create"]
+            )
             size, name = ring.handle()
-            return {"ring": self.keep("r", ring), "is_writer": bool(ring.is_writer), "handle": [size, name]}
+            return {
+                "ring": self.keep("r", ring),
+                "is_writer": bool(ring.is_writer),
+                "handle": [size, name],
+            }
         if op == "create":
-            ring = self.objects.get(a["ring"], a["ring"]) if isinstance(a["ring"], str) else a["ring"]
+            ring = (
+                self.objects.get(a["ring"], a["ring"]) if isinstance(a["ring"], str) else a["ring"]
+            )
             lock = threading.Lock() if a["reader_lock"] else None
             storage = impl.SingleWriterShmObjectStorage(
-                a["max_object_size"], a["n_readers"], ring, serde_class=PassThroughSerde, reader_lock=lock
+                a["max_object_size"],
+                a["n_readers"],
+                ring,
+                serde_class=PassThroughSerde,
+                reader_lock=lock,
             )
             return {"storage": self.keep("s", storage), "is_writer": bool(storage.is_writer)}
         if op == "attach":
@@ -197,21 +217,23 @@ class Server:
             }
         obj = self.target(raw)
         if op in ("put",):
-            frames = Frames(base64.b64decode(a["metadata"]), [base64.b64decode(d) for d in a["data"]])
+            frames = Frames(
+                base64.b64decode(a["metadata"]), [base64.b64decode(d) for d in a["data"]]
+            )
             return list(obj.put(a["key"], frames))
         if op in ("get", "get_begin", "touch", "verify_signature"):
             args = (a["address"], a["monotonic_id"], a["signature"], a["key"])
             if op == "get":
                 return {"data": base64.b64encode(obj.get(*args)).decode()}
             if op == "get_begin":
-                read = obj.get_begin(*args)
-                self.reads[id(read)] = (obj, read)
-                return {"read": self.keep("g", read)}
+                begun = obj.get_begin(*args)
+                self.reads[id(begun)] = (obj, begun)
+                return {"read": self.keep("g", begun)}
             if op == "touch":
                 return obj.touch(a["key"], a["address"], a["monotonic_id"], a["signature"])
             return obj.verify_signature(a["key"], a["address"], a["monotonic_id"], a["signature"])
         if op in ("get_copy", "get_end"):
-            read = self.objects.get(a["read"]) if isinstance(a["read"], str) else a["read"]
+            read: Any = self.objects.get(a["read"]) if isinstance(a["read"], str) else a["read"]
             if op == "get_copy":
                 obj.get_copy(read)
                 if getattr(read, "error", None) is not None:
@@ -227,7 +249,11 @@ class Server:
             arg = a["key"] if op == "get_cached" else a["size"]
             return list(getattr(obj, op)(arg))
         if op in ("is_cached", "get_signature"):
-            return getattr(obj, op)(a["key"]) if op == "is_cached" else list(obj.get_signature(a["key"]))
+            return (
+                getattr(obj, op)(a["key"])
+                if op == "is_cached"
+                else list(obj.get_signature(a["key"]))
+            )
         if op == "close":
             self.close_reads(obj)
         if op in ("release_touches", "free_unused", "clear", "close"):
@@ -252,12 +278,26 @@ class Server:
             with obj.access_buf(a["address"]) as (view, (chunk_id, size)):
                 address = a["address"] % obj.data_buffer_size
                 offset = obj.DATA_OFFSET + address + obj.MD_SIZE
-                return {"monotonic_id": chunk_id, "size": size, "offset": offset, "length": len(view)}
+                return {
+                    "monotonic_id": chunk_id,
+                    "size": size,
+                    "offset": offset,
+                    "length": len(view),
+                }
         if op == "free_buf":
             return list(obj.free_buf(lambda i, v: self.ask_is_free(obj, i, v), a["nbytes"]))
         if op == "ring_state":
-            names = ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end", "ID_MAX")
+            names = (
+                "data_buffer_start",
+                "data_buffer_end",
+                "monotonic_id_start",
+                "monotonic_id_end",
+                "ID_MAX",
+            )
             return {n: getattr(obj, n) for n in names}
+        if op == "set_reclaim_extra":
+            obj.RECLAIM_EXTRA = a["value"]
+            return None
         if op == "set_id_max":
             obj.ID_MAX = a["value"]
             return None
@@ -268,7 +308,11 @@ def _missing_optional(impl: Any) -> list[str]:
     from shmref.contract import missing
 
     lacking = missing(impl, optional=True)
-    return [c.label for c in OPTIONAL if c.label in lacking or not has(impl, c.name) and c.where == "module"]
+    return [
+        c.label
+        for c in OPTIONAL
+        if c.label in lacking or not has(impl, c.name) and c.where == "module"
+    ]
 
 
 def main(argv: list[str]) -> int:

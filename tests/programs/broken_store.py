@@ -18,9 +18,8 @@ import sys
 import time
 from typing import Any
 
-from shmref.process.serve import Server
-
 import refimpl
+from shmref.process.serve import Server
 
 
 class Broken(Server):
