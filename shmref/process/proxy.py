@@ -22,7 +22,7 @@ from typing import Any
 from refimpl.serde import MsgpackSerde, ObjectSerde
 from shmref.process.channel import Program, program
 from shmref.process.messages import b64, encode, unb64
-from shmref.process.ring import BadArgument, ProxyRing, state_property
+from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
 PREFIX = "exec:"
 # The classes' module: the oracle's watchdog (shmref.oracle.worker) looks
@@ -265,7 +265,12 @@ def build(spec: str) -> ModuleType:
     if spec in _MODULES:
         return _MODULES[spec]
     caps = prog.capabilities
-    ring_attrs: dict[str, Any] = {"PROGRAM": prog, "SPEC": spec, "ARGV": argv, "__module__": ALIAS}
+    ring_attrs: dict[str, Any] = {
+        "PROGRAM": prog,
+        "SPEC": spec,
+        "ARGV": argv,
+        "__module__": RING_ALIAS,
+    }
     for name in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end"):
         if f"ring.{name}" in caps:
             ring_attrs[name] = state_property(name)

@@ -6,6 +6,7 @@ leaves out raise MissingCapability (`not run: missing ring.X`)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -14,6 +15,10 @@ from refimpl.segment import attach_untracked
 from shmref.contract import MissingCapability
 from shmref.process.channel import Program, program
 from shmref.process.messages import b64, encode, unb64
+
+# The ring class's module, for the oracle's watchdog (as shmref.process.proxy.ALIAS).
+RING_ALIAS = "shmref_exec_ring"
+sys.modules.setdefault(RING_ALIAS, sys.modules[__name__])
 
 
 class BadArgument(ValueError, TypeError):
