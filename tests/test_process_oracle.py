@@ -57,10 +57,11 @@ def test_refimpl_behind_the_protocol_gets_refimpl_verdict(tmp_path: Path) -> Non
         for name in alone
         if alone[name]["status"] != served[name]["status"]
     }
-    by_name = {
-        n for n, (a, s, why) in differ.items() if (a, s) == ("pass", "skip") and "refimpl" in why
-    }
+    # the suite keeps a few properties for refimpl by module name (they use its
+    # private methods or exact messages): skip on any other module, this one too
+    by_name = {n for n, (a, s, _why) in differ.items() if (a, s) == ("pass", "skip")}
     assert set(differ) == by_name, differ
+    assert len(by_name) <= 7, by_name
 
 
 @pytest.mark.parametrize(
