@@ -201,8 +201,9 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
     exited with (shmref.process.channel.EXIT_CODES: its last line says why)."""
     from shmref.process.channel import EXIT_CODES
 
-    if code in EXIT_CODES:
-        return Incident(EXIT_CODES[code], tail.splitlines()[-1] if tail else "", node)
+    if code in EXIT_CODES:  # its line, not the program's stderr after it
+        said = [line for line in tail.splitlines() if line.startswith("shmref.process: ")]
+        return Incident(EXIT_CODES[code], said[-1] if said else tail, node)
     where = f" in {node}" if node else ""
     return Incident(
         CRASH, f"the implementation's process {signal_text(code)}{where}:\n{tail}", node
