@@ -280,6 +280,10 @@ def watch(
                 unit = None
             elif kind == "collect_error":
                 outcome.collect_errors.append(event["text"])
+            elif kind == "incident" and unit is not None:  # a store program's (shmref.process)
+                outcome.incidents[unit] = Incident(event["status"], event["detail"], node)
+                child.kill()
+                return False, unit, node
             elif kind == "stall" and unit is not None:
                 detail = event["detail"] + (f" in {node}" if node else "")
                 outcome.incidents[unit] = Incident(TIMEOUT, detail + ":\n" + event["stack"], node)

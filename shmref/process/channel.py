@@ -257,7 +257,13 @@ class Program:
         self.kill()
         if in_oracle_worker():
             code = {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
-            print(f"shmref.process: {failure.status}: {failure}", file=sys.stderr, flush=True)
+            line = f"shmref.process: {failure.status}: {failure}"
+            print(line, file=sys.stderr, flush=True)  # pytest may be capturing it
+            # the worker's event stream (python -m shmref.oracle.worker JOB EVENTS):
+            # the oracle reads the property's status and this line from it
+            with open(sys.argv[2], "a", encoding="utf-8") as events:
+                event = {"e": "incident", "t": time.time(), "status": failure.status}
+                events.write(json.dumps({**event, "detail": line}) + "\n")
             os._exit(code)
         raise failure
 
