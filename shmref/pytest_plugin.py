@@ -35,7 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE",
         help=f"module implementing vLLM's shm object store, judged by shmref's suite "
         f"(default: ${IMPL_ENV}, else refimpl; 'seed' builds the seed's own code, "
-        "from $SHMREF_SEED)",
+        "from $SHMREF_SEED; 'exec:PROGRAM' a store program behind docs/protocol.md; "
+        "'mixed:[\"WRITER\", \"READERS\"]' one's writer with another's readers)",
     )
     group.addoption(
         "--shmref-test-timeout",

@@ -37,6 +37,7 @@ MAX_TOP_LEVEL = 10
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("names and places", ("shmref", "shmref.core")),
     ("the written contract", ("shmref.contract",)),
+    ("stores in other processes: the protocol", ("shmref.process",)),
     ("TLC and the model checker", ("shmref.tlc",)),
     ("the seed, its port and mutants", ("shmref.seed",)),
     ("driving a store", ("shmref.store",)),

@@ -37,6 +37,7 @@ otherwise, 2 for a module that does not import or lacks required names.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,6 +124,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="module under test ('seed': the seed's own code; "
         "'port': a port of it with other private names)",
     )
+    parser.add_argument(
+        "--writer",
+        metavar="IMPL",
+        help="mixed run: the writer of IMPL (a module, seed, refimpl or exec:PROGRAM) ...",
+    )
+    parser.add_argument(
+        "--readers",
+        metavar="IMPL",
+        help="... with the readers of IMPL, on one segment (judged with seed-layout claimed)",
+    )
     parser.add_argument("--out", type=Path, help=OUT_HELP)
     parser.add_argument("--quick", action="store_true", help="fewer tests (well under 2 min)")
     parser.add_argument(
@@ -176,6 +187,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = validate_either(Recording.load(args.validate_trace))
         print(result.explain())
         return 0 if result.accepted else 1
+    if args.writer or args.readers:
+        if args.impl or not (args.writer and args.readers):
+            parser.error("a mixed run takes --writer IMPL and --readers IMPL, and no --impl")
+        from shmref.oracle.verdict import LAYOUT
+        from shmref.process.mixed import mixed_name, pairs_line, spec_lock
+
+        args.impl = mixed_name(args.writer, args.readers)
+        if args.level and LAYOUT not in args.level:
+            args.level.append(LAYOUT)  # a mixed run needs the seed's layout: it is claimed
+        try:
+            locks = spec_lock(args.writer), spec_lock(args.readers)
+        except Exception as exc:  # the program's failure, said in one line
+            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        print(pairs_line(args.writer, args.readers, *locks))
     if not args.impl:
         parser.error("--impl MODULE is required")
     found, problem = load_checked(args.impl)
@@ -201,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(check.failures[0]["trace"])
         print(f"{check.status.upper()}: {check.detail}")
         return 0 if check.status in (PASS, ASSUMPTION) else 1
-    out = (args.out or default_out(name)).resolve()
+    folder = re.sub(r"[^\w.:=+-]+", "_", name).strip("_")  # exec: and mixed: names
+    out = (args.out or default_out(folder)).resolve()
     problem = unwritable(out)
     if problem:
         print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)

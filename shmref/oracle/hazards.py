@@ -29,8 +29,8 @@ from shmref.oracle.verdict import (
     PROTOCOL,
     SKIP,
     Check,
-    impl_arg,
     shell,
+    shell_impl,
 )
 from shmref.render import sink
 from shmref.render.build import Builder
@@ -395,5 +395,5 @@ def hazard_check(
 
 def hazard_command(name: str, hazard: Hazard, impl: ModuleType | None = None) -> str:
     return shell(
-        f"python -m shmref.conformance --impl {impl_arg(name)} --hazard {hazard.model}", impl
+        f"python -m shmref.conformance --impl {shell_impl(name)} --hazard {hazard.model}", impl
     )

@@ -196,6 +196,20 @@ class Child:
         return "\n".join(lines[-LOG_TAIL:])
 
 
+def process_incident(code: int, node: str | None, tail: str) -> Incident:
+    """A dead child's incident: CRASH, or the status a store program's proxy
+    exited with (shmref.process.channel.EXIT_CODES: its last line says why)."""
+    from shmref.process.channel import EXIT_CODES
+
+    if code in EXIT_CODES:  # its line, not the program's stderr after it
+        said = [line for line in tail.splitlines() if line.startswith("shmref.process: ")]
+        return Incident(EXIT_CODES[code], said[-1] if said else tail, node)
+    where = f" in {node}" if node else ""
+    return Incident(
+        CRASH, f"the implementation's process {signal_text(code)}{where}:\n{tail}", node
+    )
+
+
 def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: float) -> Outcome:
     """Run `job` in children until every part of it has a result."""
     outcome = Outcome()
@@ -220,14 +234,7 @@ def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: f
             )
             return outcome
         if unit not in outcome.incidents:
-            outcome.incidents[unit] = Incident(
-                CRASH,
-                f"the implementation's process {signal_text(code)}"
-                + (f" in {node}" if node else "")
-                + ":\n"
-                + child.log_tail(),
-                node,
-            )
+            outcome.incidents[unit] = process_incident(code, node, child.log_tail())
         job["skip_units"] = [list(u) for u in outcome.incidents]
         job["skip_nodes"] = sorted(outcome.cases)
         done = {path for path, _, _ in outcome.recordings}
@@ -273,6 +280,10 @@ def watch(
                 unit = None
             elif kind == "collect_error":
                 outcome.collect_errors.append(event["text"])
+            elif kind == "incident" and unit is not None:  # a store program's (shmref.process)
+                outcome.incidents[unit] = Incident(event["status"], event["detail"], node)
+                child.kill()
+                return False, unit, node
             elif kind == "stall" and unit is not None:
                 detail = event["detail"] + (f" in {node}" if node else "")
                 outcome.incidents[unit] = Incident(TIMEOUT, detail + ":\n" + event["stack"], node)

@@ -16,8 +16,8 @@ from shmref.oracle.verdict import (
     NOT_RUN,
     PASS,
     Check,
-    impl_arg,
     level_status,
+    shell_impl,
 )
 
 SHOWN_LINES = 80  # longer traces: head and tail in the report, all of it in a file
@@ -63,7 +63,7 @@ class Report:
             f"# Conformance of `{self.impl}`",
             "",
             f"{'Quick' if self.quick else 'Full'} run of `python -m shmref.conformance "
-            f"--impl {impl_arg(self.impl)}{' --quick' if self.quick else ''}`, "
+            f"--impl {shell_impl(self.impl)}{' --quick' if self.quick else ''}`, "
             f"{self.seconds:.0f} s. Reference: the seed's own code (column `seed`: its "
             "result on the same property), refimpl and spec/ShmObjectStorage.tla.",
             "",

@@ -25,8 +25,8 @@ from shmref.oracle.verdict import (
     SEED,
     SKIP,
     Check,
-    impl_arg,
     shell,
+    shell_impl,
 )
 from shmref.testing import profiles
 
@@ -386,7 +386,7 @@ def pytest_checks(
 
 def replay_command(name: str, node: str, impl: ModuleType | str | None, profile: str) -> str:
     return shell(
-        f"python -m pytest -p no:cacheprovider --shmref-impl {impl_arg(name)}"
+        f"python -m pytest -p no:cacheprovider --shmref-impl {shell_impl(name)}"
         + (f" --shmref-profile {profile}" if profile != profiles.CI else "")
         + f" {shlex.quote(str(SUITE_DIR / node))}",
         impl,

@@ -22,8 +22,8 @@ from shmref.oracle.verdict import (
     PASS,
     PROTOCOL,
     Check,
-    impl_arg,
     shell,
+    shell_impl,
 )
 from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
@@ -55,7 +55,7 @@ def validation_check(
                 {
                     "case": path.name,
                     "command": shell(
-                        f"python -m shmref.conformance --impl {impl_arg(name)} "
+                        f"python -m shmref.conformance --impl {shell_impl(name)} "
                         f"--level {PROTOCOL} --out "
                         f"{shlex.quote(str(out.resolve()))}",
                         impl,

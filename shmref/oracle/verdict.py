@@ -64,6 +64,13 @@ def impl_arg(name: str) -> str:
     return {"shmref_seed": "seed", "shmref_port": "port"}.get(name, name)
 
 
+def shell_impl(name: str) -> str:
+    """impl_arg quoted for a command line (exec:PROGRAM has spaces)."""
+    import shlex
+
+    return shlex.quote(impl_arg(name))
+
+
 def import_root(impl: ModuleType | str | None) -> str | None:
     """The sys.path entry that `impl` was imported from (None: built by
     shmref); a string is that entry already (the child process found it)."""

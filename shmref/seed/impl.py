@@ -11,7 +11,29 @@ PORT_NAMES = ("port", "shmref_port")
 
 def load_impl(name: str) -> ModuleType:
     """Import module `name`; "seed" builds the seed's own code from
-    ../shared/seed, "port" a port of it whose private names all differ."""
+    ../shared/seed, "port" a port of it whose private names all differ;
+    "exec:PROGRAM" a store program behind the process protocol
+    (shmref.process, docs/protocol.md)."""
+    if name.startswith("exec:"):
+        from shmref.process.proxy import build
+
+        module = build(name)
+        lacking = {"writer", "reader"} - module.PROGRAM.roles
+        if lacking:
+            raise ImportError(
+                f"the program offers no {' or '.join(sorted(lacking))} role; judge it beside "
+                f"another implementation: --writer/--readers (docs/protocol.md, Roles)"
+            )
+        return module
+    if name.startswith("mixed:"):
+        from shmref.process.mixed import compose, sides
+        from shmref.process.proxy import build
+
+        writer, readers = sides(name)
+        return compose(
+            name,
+            *(build(s) if s.startswith("exec:") else load_impl(s) for s in (writer, readers)),
+        )
     if name in SEED_NAMES:
         from shmref.seed.build import build_seed_module
 

@@ -1,0 +1,336 @@
+"""The oracle's end of the process protocol (docs/protocol.md): one program,
+its hello, one request at a time, callbacks answered, every line checked.
+
+A program that dies, hangs, or breaks the protocol is a `ProgramFailure`
+with one line that names what happened (and the offending line). Inside the
+oracle's worker process (shmref.oracle.worker) that line is printed and the
+worker exits with a code that tells the oracle the status (CRASH, ERROR,
+TIMEOUT: `EXIT_CODES`), because a test may catch exceptions and the verdict
+must not depend on it; elsewhere (the pytest plugin, users' tests) it is
+raised.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from shmref.process import PROTOCOL_VERSION
+from shmref.process.messages import (
+    CAPABILITIES,
+    ProgramCrashed,
+    ProgramFailure,
+    ProgramTimeout,
+    ProtocolError,
+    error_from,
+    short,
+)
+
+CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
+EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
+TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
+LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
+EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
+
+
+def in_oracle_worker() -> bool:
+    """A worker that runs properties (not its `--check` of the import)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "shmref.oracle.worker" and "--check" not in sys.argv
+
+
+# -- the program -----------------------------------------------------------------------------
+
+
+class Program:
+    """One running program and its conversation; thread-safe (one request
+    at a time)."""
+
+    def __init__(self, argv: list[str], spec: str) -> None:
+        self.argv, self.spec = argv, spec
+        self.timeout = float(os.environ.get(TIMEOUT_ENV, "60"))
+        self.lock = threading.RLock()
+        self.pending = b""
+        self.next_id = 0
+        self.generation = 0  # requests that may change state (ring_state caches by it)
+        self.dead: str | None = None
+        self.segments: set[str] = set()  # created by its writer rings, not yet closed
+        self.log = os.environ.get(LOG_ENV)
+        try:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            )
+        except OSError as exc:
+            raise ProgramCrashed(f"{spec}: cannot start {argv[0]!r}: {exc.strerror}") from None
+        self.hello = self.read_hello()
+        self.capabilities = frozenset(self.hello["capabilities"])
+        self.roles = frozenset(self.hello["roles"])
+        self.reader_lock = self.hello["reader_lock"]
+        atexit.register(self.close)
+
+    # -- lines ---------------------------------------------------------------------------
+
+    def record(self, direction: str, message: Any) -> None:
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as file:
+                file.write(json.dumps({"dir": direction, "msg": message}) + "\n")
+
+    def exit_text(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            return "closed its stdout"
+        if code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def read_line(self, waiting_for: str) -> dict[str, Any]:
+        """The next message; one frame blocks here until it comes (the
+        oracle's watchdog sees a hang as one call that does not return)."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        deadline = time.monotonic() + self.timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            ready = select.select([stdout], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                self.fail(
+                    ProgramTimeout(
+                        f"{self.spec}: no answer within {self.timeout:g} s "
+                        f"(waiting for {waiting_for})"
+                    )
+                )
+            chunk = os.read(stdout.fileno(), 65536)
+            if not chunk:
+                try:
+                    self.process.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    pass
+                tail = f" after the partial line {short(self.pending)}" if self.pending else ""
+                self.fail(
+                    ProgramCrashed(
+                        f"{self.spec}: the program {self.exit_text()} while the oracle "
+                        f"waited for {waiting_for}{tail}"
+                    )
+                )
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        try:
+            message = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            self.fail(ProtocolError(f"{self.spec}: a line that is not JSON: {short(line)}"))
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            self.fail(ProtocolError(f"{self.spec}: a message with no type: {short(line)}"))
+        self.record("in", message)
+        result: dict[str, Any] = message
+        return result
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.record("out", message)
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            stdin.write((json.dumps(message, allow_nan=False) + "\n").encode("utf-8"))
+        except OSError:
+            self.fail(
+                ProgramCrashed(
+                    f"{self.spec}: the program {self.exit_text()} before request "
+                    f"{message.get('id', '')} ({message.get('op', message.get('type'))})"
+                )
+            )
+
+    # -- the conversation ------------------------------------------------------------------
+
+    def read_hello(self) -> dict[str, Any]:
+        hello = self.read_line("its hello")
+        problem = hello_problem(hello)
+        if problem:
+            self.fail(
+                ProtocolError(f"{self.spec}: bad hello ({problem}): {short(json.dumps(hello))}")
+            )
+        return hello
+
+    def request(
+        self,
+        op: str,
+        target: str | None = None,
+        callback: Callable[[dict[str, Any]], Any] | None = None,
+        **arguments: Any,
+    ) -> Any:
+        """Send one request and return its result (or raise its error)."""
+        with self.lock:
+            if self.dead:
+                raise ProgramCrashed(f"{self.spec}: the program is gone ({self.dead})")
+            self.next_id += 1
+            rid = self.next_id
+            if op != "ring_state":
+                self.generation += 1
+            message: dict[str, Any] = {"type": "request", "id": rid, "op": op}
+            if target is not None:
+                message["object"] = target
+            message.update(arguments)
+            self.send(message)
+            waiting = f"the reply to request {rid} ({op})"
+            while True:
+                got = self.read_line(waiting)
+                kind = got["type"]
+                if got.get("in_reply_to") != rid or kind not in ("reply", "callback"):
+                    self.fail(
+                        ProtocolError(
+                            f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}"
+                        )
+                    )
+                if kind == "callback":
+                    self.answer(rid, got, callback, waiting)
+                    continue
+                if ("result" in got) == ("error" in got) or set(got) - {
+                    "type",
+                    "in_reply_to",
+                    "result",
+                    "error",
+                }:
+                    self.fail(
+                        ProtocolError(
+                            f"{self.spec}: a reply needs exactly one of result or error: "
+                            f"{short(json.dumps(got))}"
+                        )
+                    )
+                if "error" in got:
+                    error = got["error"]
+                    if not (
+                        isinstance(error, dict)
+                        and isinstance(error.get("kind"), str)
+                        and error["kind"].isidentifier()
+                        and isinstance(error.get("message"), str)
+                    ):
+                        self.fail(
+                            ProtocolError(
+                                f"{self.spec}: an error must be {{kind, message}}: "
+                                f"{short(json.dumps(got))}"
+                            )
+                        )
+                    raise error_from(error)
+                return got["result"]
+
+    def answer(
+        self,
+        rid: int,
+        got: dict[str, Any],
+        callback: Callable[[dict[str, Any]], Any] | None,
+        waiting: str,
+    ) -> None:
+        fields = ("monotonic_id", "offset", "length")
+        if (
+            callback is None
+            or got.get("op") != "is_free"
+            or not all(type(got.get(f)) is int for f in fields)
+        ):
+            self.fail(
+                ProtocolError(
+                    f"{self.spec}: unexpected callback while waiting for {waiting}: "
+                    f"{short(json.dumps(got))}"
+                )
+            )
+        reply: dict[str, Any] = {"type": "answer", "in_reply_to": rid}
+        try:
+            reply["result"] = bool(callback(got))
+        except Exception as exc:  # the caller's predicate: its error goes back
+            reply["error"] = {"kind": type(exc).__name__, "message": str(exc)}
+        self.send(reply)
+
+    def fail(self, failure: ProgramFailure) -> NoReturn:
+        """Stop the program and report: in the oracle's worker, one line and
+        an exit whose code is the status; elsewhere, raise."""
+        self.dead = str(failure)
+        self.kill()
+        if in_oracle_worker():
+            code = {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
+            line = f"shmref.process: {failure.status}: {failure}"
+            print(line, file=sys.stderr, flush=True)  # pytest may be capturing it
+            # the worker's event stream (python -m shmref.oracle.worker JOB EVENTS):
+            # the oracle reads the property's status and this line from it
+            with open(sys.argv[2], "a", encoding="utf-8") as events:
+                event = {"e": "incident", "t": time.time(), "status": failure.status}
+                events.write(json.dumps({**event, "detail": line}) + "\n")
+            os._exit(code)
+        raise failure
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.unlink()
+
+    def unlink(self) -> None:
+        """Remove the segments a dead program created and did not close."""
+        try:
+            shm_unlink = importlib.import_module("_posixshmem").shm_unlink
+        except ImportError:  # no POSIX shared memory: nothing to remove
+            return
+        for name in sorted(self.segments):
+            try:
+                shm_unlink("/" + name.lstrip("/"))
+            except OSError:
+                pass
+        self.segments.clear()
+
+    def close(self) -> None:
+        """EOF on stdin: the program closes what it holds and exits; killed
+        after EOF_GRACE seconds."""
+        if self.process.poll() is not None:
+            self.unlink()
+            return
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            self.process.wait(timeout=EOF_GRACE)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+def hello_problem(hello: dict[str, Any]) -> str:
+    """What is wrong with a hello (empty: nothing)."""
+    if hello.get("type") != "hello":
+        return "the first line must be the hello"
+    if hello.get("protocol") != PROTOCOL_VERSION:
+        return f"protocol {hello.get('protocol')!r}, the oracle speaks {PROTOCOL_VERSION}"
+    roles, caps = hello.get("roles"), hello.get("capabilities")
+    if not isinstance(roles, list) or not roles or not set(roles) <= {"writer", "reader"}:
+        return "roles must be a non-empty list of 'writer', 'reader'"
+    if not isinstance(caps, list) or not set(caps) <= set(CAPABILITIES):
+        unknown = sorted(set(caps) - set(CAPABILITIES)) if isinstance(caps, list) else caps
+        return f"unknown capabilities {unknown}"
+    if hello.get("reader_lock") not in ("oracle", "own"):
+        return "reader_lock must be 'oracle' or 'own'"
+    if not isinstance(hello.get("name"), str):
+        return "name must be a string"
+    extra = set(hello) - {"type", "protocol", "name", "roles", "capabilities", "reader_lock"}
+    return f"unknown fields {sorted(extra)}" if extra else ""
+
+
+_PROGRAMS: dict[tuple[int, str], Program] = {}
+_START = threading.Lock()
+
+
+def program(spec: str, argv: list[str]) -> Program:
+    """This process's program for `spec` (started on first use, and again
+    after it failed; a forked child starts its own)."""
+    with _START:
+        key = (os.getpid(), spec)
+        found = _PROGRAMS.get(key)
+        if found is None or found.dead:
+            found = _PROGRAMS[key] = Program(argv, spec)
+        return found

@@ -1,0 +1,102 @@
+"""What crosses the process protocol (docs/protocol.md), on the oracle's
+side: the capabilities a hello may name, arguments as JSON carries them,
+bytes as base64, a reply's error as an exception, and the failures of a
+program (each one line, with the status the report gives it)."""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import json
+import math
+from typing import Any
+
+CAPABILITIES = (
+    "storage.get_begin",
+    "storage.get_copy",
+    "storage.get_end",
+    "ring.data_buffer_start",
+    "ring.data_buffer_end",
+    "ring.monotonic_id_start",
+    "ring.monotonic_id_end",
+    "ring.ID_MAX",
+    "ring.allocate_buf",
+    "ring.access_buf",
+    "ring.free_buf",
+    "ring.int2byte",
+    "ring.byte2int",
+    "ring.get_auth_secret",
+    "storage.RECLAIM_EXTRA",
+)
+
+
+class ProgramFailure(Exception):
+    """The program died, hung or broke the protocol: `status` is the
+    report's (CRASH, TIMEOUT, ERROR), the message one line."""
+
+    status = "ERROR"
+
+
+class ProgramCrashed(ProgramFailure):
+    status = "CRASH"
+
+
+class ProgramTimeout(ProgramFailure):
+    status = "TIMEOUT"
+
+
+class ProtocolError(ProgramFailure):
+    status = "ERROR"
+
+
+def short(line: bytes | str, limit: int = 200) -> str:
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    text = text.rstrip("\n")
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# -- values --------------------------------------------------------------------------------
+
+
+def encode(value: Any) -> Any:
+    """A caller's argument as JSON carries it; anything else is
+    {"unrepresentable": its type name} (the program refuses it)."""
+    if value is None or type(value) in (bool, int):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else {"unrepresentable": "float"}
+    if type(value) is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return {"unrepresentable": "str"}
+        return value
+    if type(value) in (list, tuple):
+        return [encode(v) for v in value]
+    return {"unrepresentable": type(value).__name__}
+
+
+def b64(data: Any) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def unb64(text: Any, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise ProtocolError(f"{what} is not a base64 string: {short(json.dumps(text))}")
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError as exc:
+        raise ProtocolError(f"{what} is not base64: {short(text)}") from exc
+
+
+_KINDS: dict[str, type[BaseException]] = {}
+
+
+def error_from(error: dict[str, Any]) -> BaseException:
+    """The exception a reply's error names: a builtin of that name, else a
+    class of that name (outcomes are compared by type name)."""
+    kind, message = error["kind"], error["message"]
+    cls = getattr(builtins, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = _KINDS.setdefault(kind, type(kind, (Exception,), {"__module__": "builtins"}))
+    return cls(message)

@@ -1,0 +1,61 @@
+"""Store programs that break the process protocol (docs/protocol.md), each in
+one way, for tests/test_process.py: the reference program (refimpl behind
+shmref.process.serve) with one fault.
+
+    python3 broken_store.py MODE [N]
+      exit       exits at once, before its hello
+      garbage    prints a line that is not JSON for its Nth request (default 3)
+      silent     never answers its Nth request
+      wrong_id   answers its Nth request with another request's id
+      schema     answers its Nth request with a reply that has no result
+      abort      os.abort() on its Nth get
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import refimpl
+from shmref.process.serve import Server
+
+
+class Broken(Server):
+    def __init__(self, mode: str, nth: int) -> None:
+        super().__init__(refimpl, ["writer", "reader"], sys.stdout, sys.stdin)
+        self.mode, self.nth, self.requests, self.gets = mode, nth, 0, 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "reply":
+            self.requests += 1
+            if self.requests == self.nth:
+                if self.mode == "garbage":
+                    self.out.write("panic: the store is confused\n")
+                    self.out.flush()
+                    return
+                if self.mode == "silent":
+                    time.sleep(3600)
+                if self.mode == "wrong_id":
+                    message = {**message, "in_reply_to": message["in_reply_to"] + 7}
+                if self.mode == "schema":
+                    message = {"type": "reply", "in_reply_to": message["in_reply_to"]}
+        super().send(message)
+
+    def handle(self, op: str, raw: dict[str, Any], a: dict[str, Any]) -> Any:
+        if op == "get" and self.mode == "abort":
+            self.gets += 1
+            if self.gets == self.nth:
+                os.abort()
+        return super().handle(op, raw, a)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "exit":
+        print("broken_store: exiting at once", file=sys.stderr)
+        sys.exit(3)
+    sys.stdout, out = sys.stderr, sys.stdout
+    server = Broken(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    server.out = out
+    server.run()
