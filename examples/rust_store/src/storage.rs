@@ -18,8 +18,9 @@ pub const FLAG_BYTES: i128 = 4;
 pub enum KeyArg {
     None,
     Str(String),
-    /// Not a string: hashable (a number) or not (a list).
-    Other { hashable: bool },
+    /// Not a string: its dict key if hashable (a number: proto's
+    /// FOREIGN_KEY form), None if not (a list).
+    Other { dict_key: Option<String> },
 }
 
 /// A signature argument: absent, 32 bytes, or anything else.
@@ -38,21 +39,22 @@ struct WriterIndex {
 }
 
 pub struct Storage {
-    pub ring: Ring,
+    pub is_writer: bool,
     pub max_object_size: i128,
     pub n_readers: i128,
     pub has_reader_lock: bool,
     w: Option<WriterIndex>,
 }
 
-/// A read opened but not yet counted (the seed's `get` between its id check and its count).
+/// A read opened but not yet counted: the chunk's data view as the id
+/// check found it (the seed's `get` between its id check and its count).
 #[derive(Clone, Copy, Debug)]
 pub struct OpenRead {
-    pub count_view: View,
+    pub view: View,
 }
 
 impl Storage {
-    pub fn new(ring: Ring, max_object_size: i128, n_readers: i128, has_reader_lock: bool) -> Result<Storage> {
+    pub fn new(ring: &Ring, max_object_size: i128, n_readers: i128, has_reader_lock: bool) -> Result<Storage> {
         let w = if ring.is_writer {
             Some(WriterIndex {
                 key_index: HashMap::new(),
@@ -66,11 +68,7 @@ impl Storage {
             }
             None
         };
-        Ok(Storage { ring, max_object_size, n_readers, has_reader_lock, w })
-    }
-
-    pub fn is_writer(&self) -> bool {
-        self.ring.is_writer
+        Ok(Storage { is_writer: ring.is_writer, max_object_size, n_readers, has_reader_lock, w })
     }
 
     fn w(&self, what: &str) -> Result<&WriterIndex> {
@@ -81,9 +79,9 @@ impl Storage {
         self.w.as_mut().ok_or_else(|| attribute_error(what))
     }
 
-    pub fn clear(&mut self) -> Result<()> {
+    pub fn clear(&mut self, ring: &mut Ring) -> Result<()> {
         if let Some(w) = self.w.as_mut() {
-            self.ring.clear()?;
+            ring.clear()?;
             w.key_index.clear();
             w.id_index.clear();
             w.writer_flag.clear();
@@ -92,11 +90,7 @@ impl Storage {
         Ok(())
     }
 
-    pub fn close(&mut self) {
-        self.ring.close();
-    }
-
-    fn make_signature(&self, key: &str, address: i128, id: i128) -> Result<[u8; 32]> {
+    fn make_signature(&self, ring: &Ring, key: &str, address: i128, id: i128) -> Result<[u8; 32]> {
         if !(0..(1i128 << 64)).contains(&address) || !(0..(1i128 << 32)).contains(&id) {
             return Err(overflow(if address < 0 || id < 0 {
                 "can't convert negative int to unsigned"
@@ -107,21 +101,21 @@ impl Storage {
         let mut payload = sha256(key.as_bytes()).to_vec();
         payload.extend_from_slice(&(address as u64).to_le_bytes());
         payload.extend_from_slice(&(id as u32).to_le_bytes());
-        Ok(hmac_sha256(&self.ring.get_auth_secret()?, &payload))
+        Ok(hmac_sha256(&ring.get_auth_secret()?, &payload))
     }
 
     /// The writer checks that the handle is the key's current entry; then
     /// everyone checks the HMAC.
-    pub fn verify_signature(&self, key: &KeyArg, address: i128, id: i128, sig: &SigArg) -> Result<()> {
+    pub fn verify_signature(&self, ring: &Ring, key: &KeyArg, address: i128, id: i128, sig: &SigArg) -> Result<()> {
         let invalid = || value_error("Invalid SHM handle signature for cache key.");
         if let Some(w) = self.w.as_ref() {
             let current = match key {
                 KeyArg::None => return Err(invalid()),
                 KeyArg::Str(k) => w.key_index.get(k).copied(),
-                KeyArg::Other { hashable: false } => {
+                KeyArg::Other { dict_key: None } => {
                     return Err(StoreError::new("TypeError", "unhashable key"))
                 }
-                KeyArg::Other { hashable: true } => None,
+                KeyArg::Other { dict_key: Some(k) } => w.key_index.get(k).copied(),
             };
             if current != Some((address, id)) {
                 return Err(invalid());
@@ -134,7 +128,7 @@ impl Storage {
             (SigArg::Bytes(s), KeyArg::Str(k)) if s.len() == 32 => (s, k),
             _ => return Err(invalid()),
         };
-        let expected = self.make_signature(key, address, id)?;
+        let expected = self.make_signature(ring, key, address, id)?;
         if !constant_time_eq(sig, &expected) {
             return Err(invalid());
         }
@@ -158,19 +152,21 @@ impl Storage {
         Ok(())
     }
 
-    pub fn get_signature(&self, key: &str) -> Result<[u8; 32]> {
+    pub fn get_signature(&self, ring: &Ring, key: &str) -> Result<[u8; 32]> {
         let (address, id) = *self.w("key_index")?.key_index.get(key).ok_or_else(|| key_error(key))?;
-        self.make_signature(key, address, id)
+        if key.starts_with(crate::proto::FOREIGN_KEY) {
+            return Err(StoreError::new("AttributeError", "a key that is not a str has no 'encode'"));
+        }
+        self.make_signature(ring, key, address, id)
     }
 
     /// Reclaim the oldest chunks that are done, aiming at 2 * max_object_size bytes.
-    pub fn free_unused(&mut self) -> Result<Vec<i128>> {
-        if !self.ring.is_writer {
+    pub fn free_unused(&mut self, ring: &mut Ring) -> Result<Vec<i128>> {
+        if !ring.is_writer {
             return Err(assertion("Only the writer can free buffers."));
         }
         let (w, n_readers) = (self.w.as_ref(), self.n_readers);
-        let freed = self
-            .ring
+        let freed = ring
             .free_buf(&mut |r, id, v| is_free(w, n_readers, r, id, v), Some(2 * self.max_object_size))?;
         let w = self.w_mut("id_index")?;
         for id in &freed {
@@ -182,7 +178,7 @@ impl Storage {
     }
 
     /// Store an object `[count 0][metadata][data frames...]` under `key`.
-    pub fn put(&mut self, key: &str, metadata: &[u8], frames: &[Vec<u8>]) -> Result<(i128, i128)> {
+    pub fn put(&mut self, ring: &mut Ring, key: &str, metadata: &[u8], frames: &[Vec<u8>]) -> Result<(i128, i128)> {
         if self.w("key_index")?.key_index.contains_key(key) {
             return Err(value_error(format!("Key '{key}' already exists in the storage.")));
         }
@@ -194,20 +190,20 @@ impl Storage {
                 self.max_object_size
             )));
         }
-        let (address, id) = match self.ring.allocate_buf(buffer_size) {
+        let (address, id) = match ring.allocate_buf(buffer_size) {
             Err(e) if e.kind == "MemoryError" => {
-                self.free_unused()?;
-                self.ring.allocate_buf(buffer_size)?
+                self.free_unused(ring)?;
+                ring.allocate_buf(buffer_size)?
             }
             other => other?,
         };
-        let (view, _) = self.ring.access_buf(address)?;
-        self.ring.write(view.sub(0, FLAG_BYTES), &int2byte(0)?)?;
+        let (view, _) = ring.access_buf(address)?;
+        ring.write(view.sub(0, FLAG_BYTES), &int2byte(0)?)?;
         let mut at = FLAG_BYTES;
-        self.ring.write(view.sub(at, at + metadata.len() as i128), metadata)?;
+        ring.write(view.sub(at, at + metadata.len() as i128), metadata)?;
         at += metadata.len() as i128;
         for f in frames {
-            self.ring.write(view.sub(at, at + f.len() as i128), f)?;
+            ring.write(view.sub(at, at + f.len() as i128), f)?;
             at += f.len() as i128;
         }
         let w = self.w_mut("key_index")?;
@@ -218,63 +214,72 @@ impl Storage {
     }
 
     /// A read's first part: a reader checks the signature, then the chunk's
-    /// id is checked; returns the object's bytes after the count.
-    pub fn get_begin(&self, address: i128, id: i128, sig: &SigArg, key: &KeyArg) -> Result<(Vec<u8>, OpenRead)> {
-        if !self.ring.is_writer {
-            self.verify_signature(key, address, id, sig)?;
+    /// id is checked.
+    pub fn get_begin(&self, ring: &Ring, address: i128, id: i128, sig: &SigArg, key: &KeyArg) -> Result<OpenRead> {
+        if !self.is_writer {
+            self.verify_signature(ring, key, address, id, sig)?;
         }
-        let (view, (chunk_id, _)) = self.ring.access_buf(address)?;
+        let (view, (chunk_id, _)) = ring.access_buf(address)?;
         if chunk_id != id {
             return Err(value_error(format!(
                 "Data for address:id '{address}:{id}' has been modified or is invalid."
             )));
         }
-        let payload = self.ring.read(view.sub(FLAG_BYTES, view.len as i128))?;
-        Ok((payload, OpenRead { count_view: view.sub(0, FLAG_BYTES) }))
+        Ok(OpenRead { view })
     }
 
-    /// A read's last part: count it (under the readers' lock, the caller's
-    /// business); a writer without the lock counts nothing.
-    pub fn get_end(&self, open: OpenRead) -> Result<()> {
+    /// The copy: the object's bytes after the count, as they are now.
+    pub fn get_copy(&self, ring: &Ring, open: OpenRead) -> Result<Vec<u8>> {
+        ring.read(open.view.sub(FLAG_BYTES, open.view.len as i128))
+    }
+
+    /// A read's last part: count it in the view the id check found (the
+    /// seed re-checks nothing here), under the readers' lock (the caller
+    /// holds it: reader_lock "oracle"); a writer without the lock counts nothing.
+    pub fn get_end(&self, ring: &Ring, open: OpenRead) -> Result<()> {
         if !self.has_reader_lock {
-            if !self.ring.is_writer {
+            if !self.is_writer {
                 return Err(assertion("a reader without a lock"));
             }
             return Ok(());
         }
         #[cfg(feature = "uncounted_read")]
-        if !self.ring.is_writer {
-            let _ = open;
+        if !self.is_writer {
+            let _ = (ring, open);
             return Ok(()); // mutant: a reader never counts its read
         }
-        let count = byte2int(&self.ring.read(open.count_view)?);
-        let bytes = int2byte(count + 1)?;
-        self.ring.write(open.count_view, &bytes)
+        let count_view = open.view.sub(0, FLAG_BYTES);
+        let count = byte2int(&ring.read(count_view)?);
+        ring.write(count_view, &int2byte(count + 1)?)
     }
 
-    pub fn get(&self, address: i128, id: i128, sig: &SigArg, key: &KeyArg) -> Result<Vec<u8>> {
-        let (payload, open) = self.get_begin(address, id, sig, key)?;
-        self.get_end(open)?;
+    pub fn get(&self, ring: &Ring, address: i128, id: i128, sig: &SigArg, key: &KeyArg) -> Result<Vec<u8>> {
+        let open = self.get_begin(ring, address, id, sig, key)?;
+        let payload = self.get_copy(ring, open)?;
+        self.get_end(ring, open)?;
         Ok(payload)
     }
 
     /// Writer without the lock: protect the key's chunk until its lookup or
     /// release_touches. Otherwise (readers, a writer with the lock): check
     /// the handle and the chunk's id, count nothing.
-    pub fn touch(&mut self, key: &KeyArg, address: i128, id: i128, sig: &SigArg) -> Result<()> {
+    pub fn touch(&mut self, ring: &Ring, key: &KeyArg, address: i128, id: i128, sig: &SigArg) -> Result<()> {
         if !self.has_reader_lock {
             let w = self.w_mut("key_index")?;
-            if let KeyArg::Str(k) = key {
-                if let Some(&(_, kid)) = w.key_index.get(k) {
-                    w.touched.insert(kid);
+            let k = match key {
+                KeyArg::Str(k) | KeyArg::Other { dict_key: Some(k) } => k,
+                KeyArg::None => "\u{0}json:null",
+                KeyArg::Other { dict_key: None } => {
+                    return Err(StoreError::new("TypeError", "unhashable key"))
                 }
-            } else if let KeyArg::Other { hashable: false } = key {
-                return Err(StoreError::new("TypeError", "unhashable key"));
+            };
+            if let Some(&(_, kid)) = w.key_index.get(k) {
+                w.touched.insert(kid);
             }
             return Ok(());
         }
-        self.verify_signature(key, address, id, sig)?;
-        let (_, (chunk_id, _)) = self.ring.access_buf(address)?;
+        self.verify_signature(ring, key, address, id, sig)?;
+        let (_, (chunk_id, _)) = ring.access_buf(address)?;
         if chunk_id != id {
             return Err(value_error(format!(
                 "Data for address:id '{address}:{id}' has been modified or is invalid."
@@ -284,9 +289,9 @@ impl Storage {
     }
 
     /// The read count of the object at `address` (the oracle's optional hook).
-    pub fn read_count(&self, address: i128) -> Result<i128> {
-        let (view, _) = self.ring.access_buf(address)?;
-        Ok(byte2int(&self.ring.read(view.sub(0, FLAG_BYTES))?))
+    pub fn read_count(&self, ring: &Ring, address: i128) -> Result<i128> {
+        let (view, _) = ring.access_buf(address)?;
+        Ok(byte2int(&ring.read(view.sub(0, FLAG_BYTES))?))
     }
 }
 
@@ -309,18 +314,42 @@ fn is_free(w: Option<&WriterIndex>, n_readers: i128, ring: &Ring, id: i128, view
 mod tests {
     use super::*;
 
-    fn writer(size: i128, max: i128, n_readers: i128) -> Storage {
-        Storage::new(Ring::create(size, None).unwrap(), max, n_readers, false).unwrap()
+    /// A storage and its ring, as the program keeps them.
+    struct St {
+        r: Ring,
+        s: Storage,
     }
 
-    fn reader(w: &Storage) -> Storage {
-        let (size, name) = w.ring.handle();
-        Storage::new(Ring::attach(size, &name).unwrap(), w.max_object_size, w.n_readers, true).unwrap()
+    fn writer(size: i128, max: i128, n_readers: i128) -> St {
+        let r = Ring::create(size, None).unwrap();
+        let s = Storage::new(&r, max, n_readers, false).unwrap();
+        St { r, s }
     }
 
-    fn handle(w: &Storage, key: &str, placed: (i128, i128)) -> (i128, i128, SigArg, KeyArg) {
-        let sig = w.get_signature(key).unwrap().to_vec();
-        (placed.0, placed.1, SigArg::Bytes(sig), KeyArg::Str(key.into()))
+    fn reader(w: &St) -> St {
+        let (size, name) = w.r.handle();
+        let r = Ring::attach(size, &name).unwrap();
+        let s = Storage::new(&r, w.s.max_object_size, w.s.n_readers, true).unwrap();
+        St { r, s }
+    }
+
+    impl St {
+        fn put(&mut self, key: &str, md: &[u8], frames: &[Vec<u8>]) -> Result<(i128, i128)> {
+            self.s.put(&mut self.r, key, md, frames)
+        }
+        fn get(&self, h: &(i128, i128, SigArg, KeyArg)) -> Result<Vec<u8>> {
+            self.s.get(&self.r, h.0, h.1, &h.2, &h.3)
+        }
+        fn free(&mut self) {
+            self.s.free_unused(&mut self.r).unwrap();
+        }
+        fn cached(&self, key: &str) -> bool {
+            self.s.is_cached(key).unwrap()
+        }
+        fn handle(&self, key: &str, placed: (i128, i128)) -> (i128, i128, SigArg, KeyArg) {
+            let sig = self.s.get_signature(&self.r, key).unwrap().to_vec();
+            (placed.0, placed.1, SigArg::Bytes(sig), KeyArg::Str(key.into()))
+        }
     }
 
     #[test]
@@ -329,13 +358,12 @@ mod tests {
         let placed = w.put("k", b"MD", &[b"abc".to_vec(), b"de".to_vec()]).unwrap();
         assert_eq!(placed, (0, 0));
         // [id 0][size 8+4+2+5][count 0]["MD"]["abcde"] after the 32-byte secret
-        let seg = w.ring.seg().unwrap();
+        let seg = w.r.seg().unwrap();
         assert_eq!(seg.read(32, 8), [0, 0, 0, 0, 19, 0, 0, 0]);
         assert_eq!(seg.read(40, 11), b"\0\0\0\0MDabcde");
         let r = reader(&w);
-        let (a, i, s, k) = handle(&w, "k", placed);
-        assert_eq!(r.get(a, i, &s, &k).unwrap(), b"MDabcde");
-        assert_eq!(w.read_count(0).unwrap(), 1);
+        assert_eq!(r.get(&w.handle("k", placed)).unwrap(), b"MDabcde");
+        assert_eq!(w.s.read_count(&w.r, 0).unwrap(), 1);
         assert_eq!(w.put("k", b"", &[b"x".to_vec()]).unwrap_err().kind, "ValueError");
         assert_eq!(w.put("big", &[0; 97], &[]).unwrap_err().kind, "ValueError");
     }
@@ -345,21 +373,22 @@ mod tests {
         let mut w = writer(1024, 100, 1);
         let placed = w.put("k", b"", &[b"v".to_vec()]).unwrap();
         let r = reader(&w);
-        let (a, i, s, k) = handle(&w, "k", placed);
-        r.verify_signature(&k, a, i, &s).unwrap();
-        w.verify_signature(&k, a, i, &s).unwrap();
+        let h = w.handle("k", placed);
+        let (a, i, s, k) = h.clone();
+        r.s.verify_signature(&r.r, &k, a, i, &s).unwrap();
+        w.s.verify_signature(&w.r, &k, a, i, &s).unwrap();
         let SigArg::Bytes(mut bad) = s.clone() else { unreachable!() };
         bad[0] ^= 1;
-        let e = r.get(a, i, &SigArg::Bytes(bad), &k).unwrap_err();
+        let e = r.get(&(a, i, SigArg::Bytes(bad), k.clone())).unwrap_err();
         assert_eq!((e.kind, e.message.as_str()), ("ValueError", "Invalid SHM handle signature for cache key."));
-        let e = r.get(a, i, &SigArg::None, &k).unwrap_err();
+        let e = r.get(&(a, i, SigArg::None, k.clone())).unwrap_err();
         assert_eq!(e.message, "Missing SHM handle signature for cache key.");
-        assert_eq!(r.get(a, i, &SigArg::Bad, &k).unwrap_err().kind, "ValueError");
-        assert_eq!(r.get(a, i + 1, &s, &k).unwrap_err().kind, "ValueError");
-        assert_eq!(r.get(a, i, &s, &KeyArg::Str("j".into())).unwrap_err().kind, "ValueError");
-        assert_eq!(r.get(-1, i, &s, &k).unwrap_err().kind, "OverflowError");
+        assert_eq!(r.get(&(a, i, SigArg::Bad, k.clone())).unwrap_err().kind, "ValueError");
+        assert_eq!(r.get(&(a, i + 1, s.clone(), k.clone())).unwrap_err().kind, "ValueError");
+        assert_eq!(r.get(&(a, i, s.clone(), KeyArg::Str("j".into()))).unwrap_err().kind, "ValueError");
+        assert_eq!(r.get(&(-1, i, s.clone(), k.clone())).unwrap_err().kind, "OverflowError");
         // the writer also wants the key's current entry
-        assert_eq!(w.verify_signature(&KeyArg::None, a, i, &s).unwrap_err().kind, "ValueError");
+        assert_eq!(w.s.verify_signature(&w.r, &KeyArg::None, a, i, &s).unwrap_err().kind, "ValueError");
     }
 
     #[test]
@@ -367,31 +396,31 @@ mod tests {
         let mut w = writer(1024, 100, 2);
         let placed = w.put("k", b"", &[b"v".to_vec()]).unwrap();
         let (r1, r2) = (reader(&w), reader(&w));
-        let (a, i, s, k) = handle(&w, "k", placed);
-        r1.get(a, i, &s, &k).unwrap();
-        w.free_unused().unwrap();
-        assert!(w.is_cached("k").unwrap(), "one read of two freed it");
-        r2.get(a, i, &s, &k).unwrap();
-        w.free_unused().unwrap();
-        assert!(!w.is_cached("k").unwrap());
+        let h = w.handle("k", placed);
+        r1.get(&h).unwrap();
+        w.free();
+        assert!(w.cached("k"), "one read of two freed it");
+        r2.get(&h).unwrap();
+        w.free();
+        assert!(!w.cached("k"));
     }
 
     #[test]
     fn touches_protect_until_lookup_or_release() {
         let mut w = writer(1024, 100, 1);
         let placed = w.put("k", b"", &[b"v".to_vec()]).unwrap();
-        let r = reader(&w);
-        let (a, i, s, k) = handle(&w, "k", placed);
-        r.get(a, i, &s, &k).unwrap();
-        w.touch(&KeyArg::Str("k".into()), 0, 0, &SigArg::None).unwrap();
-        w.touch(&KeyArg::Str("absent".into()), 0, 0, &SigArg::None).unwrap();
-        w.free_unused().unwrap();
-        assert!(w.is_cached("k").unwrap());
-        w.release_touches().unwrap();
-        w.free_unused().unwrap();
-        assert!(!w.is_cached("k").unwrap());
-        let mut r = r;
-        r.touch(&k, a, i, &s).unwrap(); // a reader's touch only validates (the bytes are still there)
+        let mut r = reader(&w);
+        let h = w.handle("k", placed);
+        r.get(&h).unwrap();
+        w.s.touch(&w.r, &KeyArg::Str("k".into()), 0, 0, &SigArg::None).unwrap();
+        w.s.touch(&w.r, &KeyArg::Str("absent".into()), 0, 0, &SigArg::None).unwrap();
+        w.free();
+        assert!(w.cached("k"));
+        w.s.release_touches().unwrap();
+        w.free();
+        assert!(!w.cached("k"));
+        // a reader's touch only validates (the freed chunk's bytes are still there)
+        r.s.touch(&r.r, &h.3, h.0, h.1, &h.2).unwrap();
     }
 
     #[test]
@@ -402,35 +431,46 @@ mod tests {
             let key = format!("k{n}");
             let placed = w.put(&key, b"", &[vec![7u8; 41]]).unwrap();
             assert_eq!(placed.1, n);
-            let (a, i, s, k) = handle(&w, &key, placed);
-            r.get(a, i, &s, &k).unwrap();
+            r.get(&w.handle(&key, placed)).unwrap();
         }
-        assert!(!w.is_cached("k0").unwrap());
-        assert!(w.is_cached("k39").unwrap());
-        w.clear().unwrap();
+        assert!(!w.cached("k0"));
+        assert!(w.cached("k39"));
+        w.s.clear(&mut w.r).unwrap();
         assert_eq!(w.put("k39", b"", &[b"v".to_vec()]).unwrap(), (0, 40));
-        assert_eq!(w.get_cached("k0").unwrap_err().kind, "KeyError");
-        assert_eq!(r.is_cached("k").unwrap_err().kind, "AttributeError");
+        assert_eq!(w.s.get_cached("k0").unwrap_err().kind, "KeyError");
+        assert_eq!(r.s.is_cached("k").unwrap_err().kind, "AttributeError");
     }
 
     #[test]
     fn readers_need_a_lock_and_the_writer_counts_nothing() {
-        let w = writer(64, 32, 1);
-        let (size, name) = w.ring.handle();
-        let e = Storage::new(Ring::attach(size, &name).unwrap(), 32, 1, false).err().unwrap();
+        let mut w = writer(64, 32, 1);
+        let (size, name) = w.r.handle();
+        let e = Storage::new(&Ring::attach(size, &name).unwrap(), 32, 1, false).err().unwrap();
         assert_eq!(e.kind, "ValueError");
-        let mut w = w;
         let placed = w.put("k", b"", &[b"v".to_vec()]).unwrap();
-        assert_eq!(w.get(placed.0, placed.1, &SigArg::None, &KeyArg::None).unwrap(), b"v");
-        assert_eq!(w.read_count(0).unwrap(), 0);
-        w.close();
-        assert_eq!(w.get(placed.0, placed.1, &SigArg::None, &KeyArg::None).unwrap_err().kind, "AssertionError");
+        let plain = (placed.0, placed.1, SigArg::None, KeyArg::None);
+        assert_eq!(w.get(&plain).unwrap(), b"v");
+        assert_eq!(w.s.read_count(&w.r, 0).unwrap(), 0);
+        w.r.close();
+        assert_eq!(w.get(&plain).unwrap_err().kind, "AssertionError");
+    }
+
+    #[test]
+    fn split_read_counts_where_the_id_check_looked() {
+        let mut w = writer(1024, 100, 1);
+        let placed = w.put("k", b"", &[b"v".to_vec()]).unwrap();
+        let r = reader(&w);
+        let h = w.handle("k", placed);
+        let open = r.s.get_begin(&r.r, h.0, h.1, &h.2, &h.3).unwrap();
+        assert_eq!(r.s.get_copy(&r.r, open).unwrap(), b"v");
+        r.s.get_end(&r.r, open).unwrap();
+        assert_eq!(w.s.read_count(&w.r, 0).unwrap(), 1);
     }
 
     #[test]
     fn secret_is_random() {
         let (a, b) = (writer(64, 32, 1), writer(64, 32, 1));
-        let (sa, sb) = (a.ring.get_auth_secret().unwrap(), b.ring.get_auth_secret().unwrap());
+        let (sa, sb) = (a.r.get_auth_secret().unwrap(), b.r.get_auth_secret().unwrap());
         assert_eq!(sa.len(), 32);
         assert_ne!(sa, sb);
     }
