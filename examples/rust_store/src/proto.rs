@@ -6,7 +6,7 @@
 use crate::error::{Result, StoreError};
 use crate::json::{b64decode, b64encode, parse, Value};
 use crate::ring::{byte2int, int2byte, Ring};
-use crate::storage::{KeyArg, OpenRead, SigArg, Storage};
+use crate::storage::{KeyArg, Num, OpenRead, SigArg, Storage};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
@@ -65,6 +65,15 @@ fn int_arg(req: &Value, field: &str) -> Result<i128> {
         Value::Int(i) => Ok(*i),
         Value::Bool(b) => Ok(*b as i128),
         v => Err(type_error(field, v)),
+    }
+}
+
+/// An integer argument kept as the caller gave it (see storage::Num).
+fn num_arg(req: &Value, field: &str) -> Num {
+    match req.get(field).unwrap_or(&Value::Null) {
+        Value::Int(i) => Num::Int(*i),
+        Value::Bool(b) => Num::Int(*b as i128),
+        v => Num::Other(v.type_name()),
     }
 }
 
@@ -367,7 +376,7 @@ impl<R: BufRead, W: Write> Server<R, W> {
                 pair(a, i)
             }
             "get" | "get_begin" => {
-                let (address, mid) = (int_arg(req, "address")?, int_arg(req, "monotonic_id")?);
+                let (address, mid) = (num_arg(req, "address"), num_arg(req, "monotonic_id"));
                 let (sig, key) = (sig_arg(field("signature")), key_arg(field("key")));
                 if op == "get" {
                     obj(vec![("data", Value::Str(b64encode(&st.get(ring, address, mid, &sig, &key)?)))])
@@ -388,7 +397,7 @@ impl<R: BufRead, W: Write> Server<R, W> {
             "is_cached" => Value::Bool(st.is_cached(&dict_key(field("key"))?)?),
             "get_signature" => sig_value(&st.get_signature(ring, &dict_key(field("key"))?)?),
             "verify_signature" | "touch" => {
-                let (address, mid) = (int_arg(req, "address")?, int_arg(req, "monotonic_id")?);
+                let (address, mid) = (num_arg(req, "address"), num_arg(req, "monotonic_id"));
                 let (sig, key) = (sig_arg(field("signature")), key_arg(field("key")));
                 if op == "touch" {
                     st.touch(ring, &key, address, mid, &sig)?;

@@ -104,7 +104,7 @@ impl Ring {
         }
         let seg = Segment::create(name, total as usize)?;
         let ring = Ring::new(seg, data_buffer_size, true);
-        ring.init_auth_secret();
+        ring.init_auth_secret()?; // on an error the ring is dropped: unlinked
         Ok(ring)
     }
 
@@ -136,11 +136,13 @@ impl Ring {
         }
     }
 
-    fn init_auth_secret(&self) {
-        #[cfg(not(feature = "zero_secret"))]
-        self.seg().expect("just created").write(0, &random_bytes(SECRET_BYTES as usize));
+    /// `buf[:32] = 32 random bytes` (a segment under 32 bytes refuses, as a memoryview does).
+    fn init_auth_secret(&self) -> Result<()> {
+        let whole = View { start: 0, len: self.seg()?.len() };
+        let secret = random_bytes(SECRET_BYTES as usize);
         #[cfg(feature = "zero_secret")]
-        let _ = random_bytes; // mutant: the secret stays at the zeros ftruncate left
+        let secret = vec![0u8; secret.len()]; // mutant: the secret stays at zeros
+        self.write(whole.sub(0, SECRET_BYTES), &secret)
     }
 
     pub fn seg(&self) -> Result<&Segment> {

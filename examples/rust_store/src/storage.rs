@@ -23,6 +23,37 @@ pub enum KeyArg {
     Other { dict_key: Option<String> },
 }
 
+/// An integer argument as the caller passed it: Python would carry on with
+/// a float or None until an operation refuses it, so the refusal comes
+/// where the seed's would (AttributeError at `to_bytes`, TypeError at `%`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Num {
+    Int(i128),
+    Other(&'static str),
+}
+
+impl From<i128> for Num {
+    fn from(i: i128) -> Num {
+        Num::Int(i)
+    }
+}
+
+impl Num {
+    fn to_bytes(self) -> Result<i128> {
+        match self {
+            Num::Int(i) => Ok(i),
+            Num::Other(t) => Err(StoreError::new("AttributeError", format!("'{t}' object has no attribute 'to_bytes'"))),
+        }
+    }
+
+    fn modulo(self) -> Result<i128> {
+        match self {
+            Num::Int(i) => Ok(i),
+            Num::Other(t) => Err(StoreError::new("TypeError", format!("unsupported operand type(s) for %: '{t}' and 'int'"))),
+        }
+    }
+}
+
 /// A signature argument: absent, 32 bytes, or anything else.
 #[derive(Clone, Debug)]
 pub enum SigArg {
@@ -90,7 +121,8 @@ impl Storage {
         Ok(())
     }
 
-    fn make_signature(&self, ring: &Ring, key: &str, address: i128, id: i128) -> Result<[u8; 32]> {
+    fn make_signature(&self, ring: &Ring, key: &str, address: Num, id: Num) -> Result<[u8; 32]> {
+        let (address, id) = (address.to_bytes()?, id.to_bytes()?);
         if !(0..(1i128 << 64)).contains(&address) || !(0..(1i128 << 32)).contains(&id) {
             return Err(overflow(if address < 0 || id < 0 {
                 "can't convert negative int to unsigned"
@@ -106,7 +138,8 @@ impl Storage {
 
     /// The writer checks that the handle is the key's current entry; then
     /// everyone checks the HMAC.
-    pub fn verify_signature(&self, ring: &Ring, key: &KeyArg, address: i128, id: i128, sig: &SigArg) -> Result<()> {
+    pub fn verify_signature(&self, ring: &Ring, key: &KeyArg, address: impl Into<Num>, id: impl Into<Num>, sig: &SigArg) -> Result<()> {
+        let (address, id): (Num, Num) = (address.into(), id.into());
         let invalid = || value_error("Invalid SHM handle signature for cache key.");
         if let Some(w) = self.w.as_ref() {
             let current = match key {
@@ -117,7 +150,7 @@ impl Storage {
                 }
                 KeyArg::Other { dict_key: Some(k) } => w.key_index.get(k).copied(),
             };
-            if current != Some((address, id)) {
+            if current.map(|(a, i)| (Num::Int(a), Num::Int(i))) != Some((address, id)) {
                 return Err(invalid());
             }
         }
@@ -157,7 +190,7 @@ impl Storage {
         if key.starts_with(crate::proto::FOREIGN_KEY) {
             return Err(StoreError::new("AttributeError", "a key that is not a str has no 'encode'"));
         }
-        self.make_signature(ring, key, address, id)
+        self.make_signature(ring, key, address.into(), id.into())
     }
 
     /// Reclaim the oldest chunks that are done, aiming at 2 * max_object_size bytes.
@@ -215,12 +248,14 @@ impl Storage {
 
     /// A read's first part: a reader checks the signature, then the chunk's
     /// id is checked.
-    pub fn get_begin(&self, ring: &Ring, address: i128, id: i128, sig: &SigArg, key: &KeyArg) -> Result<OpenRead> {
+    pub fn get_begin(&self, ring: &Ring, address: impl Into<Num>, id: impl Into<Num>, sig: &SigArg, key: &KeyArg) -> Result<OpenRead> {
+        let (address, id): (Num, Num) = (address.into(), id.into());
         if !self.is_writer {
             self.verify_signature(ring, key, address, id, sig)?;
         }
-        let (view, (chunk_id, _)) = ring.access_buf(address)?;
-        if chunk_id != id {
+        let (view, (chunk_id, _)) = ring.access_buf(address.modulo()?)?;
+        if Num::Int(chunk_id) != id {
+            let (address, id) = (show(address), show(id));
             return Err(value_error(format!(
                 "Data for address:id '{address}:{id}' has been modified or is invalid."
             )));
@@ -253,7 +288,7 @@ impl Storage {
         ring.write(count_view, &int2byte(count + 1)?)
     }
 
-    pub fn get(&self, ring: &Ring, address: i128, id: i128, sig: &SigArg, key: &KeyArg) -> Result<Vec<u8>> {
+    pub fn get(&self, ring: &Ring, address: impl Into<Num>, id: impl Into<Num>, sig: &SigArg, key: &KeyArg) -> Result<Vec<u8>> {
         let open = self.get_begin(ring, address, id, sig, key)?;
         let payload = self.get_copy(ring, open)?;
         self.get_end(ring, open)?;
@@ -263,7 +298,8 @@ impl Storage {
     /// Writer without the lock: protect the key's chunk until its lookup or
     /// release_touches. Otherwise (readers, a writer with the lock): check
     /// the handle and the chunk's id, count nothing.
-    pub fn touch(&mut self, ring: &Ring, key: &KeyArg, address: i128, id: i128, sig: &SigArg) -> Result<()> {
+    pub fn touch(&mut self, ring: &Ring, key: &KeyArg, address: impl Into<Num>, id: impl Into<Num>, sig: &SigArg) -> Result<()> {
+        let (address, id): (Num, Num) = (address.into(), id.into());
         if !self.has_reader_lock {
             let w = self.w_mut("key_index")?;
             let k = match key {
@@ -279,8 +315,9 @@ impl Storage {
             return Ok(());
         }
         self.verify_signature(ring, key, address, id, sig)?;
-        let (_, (chunk_id, _)) = ring.access_buf(address)?;
-        if chunk_id != id {
+        let (_, (chunk_id, _)) = ring.access_buf(address.modulo()?)?;
+        if Num::Int(chunk_id) != id {
+            let (address, id) = (show(address), show(id));
             return Err(value_error(format!(
                 "Data for address:id '{address}:{id}' has been modified or is invalid."
             )));
@@ -310,6 +347,14 @@ fn is_free(w: Option<&WriterIndex>, n_readers: i128, ring: &Ring, id: i128, view
     return Ok(reader_count >= writer_count + 0 * n_readers); // mutant: one read frees it
 }
 
+
+/// A number as Python prints it in the seed's messages.
+fn show(n: Num) -> String {
+    match n {
+        Num::Int(i) => i.to_string(),
+        Num::Other(t) => format!("<{t}>"),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
