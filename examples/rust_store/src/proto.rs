@@ -420,6 +420,7 @@ impl<R: BufRead, W: Write> Server<R, W> {
             }
             "close" => {
                 ring.close(); // the seed's storage.close() closes its ring
+                self.reads.retain(|_, r| r.storage != target); // reads left open are abandoned
                 Value::Null
             }
             "handle" => obj(vec![
