@@ -123,8 +123,12 @@ def writer(program: Path) -> Iterator[tuple[Driver, str, str, list[int]]]:
     """A Rust writer with key "k" put: (driver, storage, segment name, k's signature)."""
     drv = Driver(program)
     ring = drv.ok("create_ring", data_buffer_size=1024, name=None, create=True)
-    storage = drv.ok("create", ring=ring["ring"], max_object_size=256, n_readers=1, reader_lock=False)
-    assert drv.ok("put", object=storage["storage"], key="k", metadata=b64(b"\x81"), data=[b64(b"\xa1v")]) == [0, 0]
+    storage = drv.ok(
+        "create", ring=ring["ring"], max_object_size=256, n_readers=1, reader_lock=False
+    )
+    assert drv.ok(
+        "put", object=storage["storage"], key="k", metadata=b64(b"\x81"), data=[b64(b"\xa1v")]
+    ) == [0, 0]
     sig = drv.ok("get_signature", object=storage["storage"], key="k")
     yield drv, storage["storage"], ring["handle"][1], sig
     assert drv.close() == 0
@@ -145,8 +149,15 @@ def test_hmac_matches_pythons(writer: tuple[Driver, str, str, list[int]]) -> Non
     payload = hashlib.sha256(b"k").digest() + (0).to_bytes(8, "little") + (0).to_bytes(4, "little")
     assert bytes(sig) == hmac.new(secret, payload, hashlib.sha256).digest()
     assert secret != bytes(32)
-    assert drv.ok("verify_signature", object=storage, key="k", address=0, monotonic_id=0, signature=sig) is None
-    forged = drv("verify_signature", object=storage, key="k", address=0, monotonic_id=0, signature=[0] * 32)
+    assert (
+        drv.ok(
+            "verify_signature", object=storage, key="k", address=0, monotonic_id=0, signature=sig
+        )
+        is None
+    )
+    forged = drv(
+        "verify_signature", object=storage, key="k", address=0, monotonic_id=0, signature=[0] * 32
+    )
     assert forged["error"]["kind"] == "ValueError"
 
 
@@ -183,9 +194,15 @@ def test_seed_readers_read_the_rust_writer_and_back(
         reader.close()
     rust_reader = Driver(program)
     got = rust_reader.ok(
-        "attach", max_object_size=256, n_readers=1, ring_buffer_handle=[1024, name], reader_lock=True
+        "attach",
+        max_object_size=256,
+        n_readers=1,
+        ring_buffer_handle=[1024, name],
+        reader_lock=True,
     )
-    read = rust_reader.ok("get", object=got["storage"], address=address, monotonic_id=mid, signature=sig, key="v")
+    read = rust_reader.ok(
+        "get", object=got["storage"], address=address, monotonic_id=mid, signature=sig, key="v"
+    )
     assert seed.MsgpackSerde().deserialize(memoryview(base64.b64decode(read["data"]))) == value
     assert Path("/dev/shm", name).read_bytes()[count_at : count_at + 4] == b"\x02\0\0\0"
     assert rust_reader.close() == 0
@@ -199,7 +216,6 @@ def test_every_message_fits_the_schema(writer: tuple[Driver, str, str, list[int]
     """Every line of a conversation that touches every op (errors and the
     is_free callback included) is valid against the protocol's schema."""
     import jsonschema
-
     from shmref.process import SCHEMA_PATH
 
     drv, storage, name, sig = writer
@@ -224,7 +240,9 @@ def test_every_message_fits_the_schema(writer: tuple[Driver, str, str, list[int]
     drv.ok("release_touches", object=storage)
     drv.ok("handle", object=storage)
     assert drv("get_cached", object=storage, key="absent")["error"]["kind"] == "KeyError"
-    assert drv("put", object=storage, key="k", metadata="", data=[])["error"]["kind"] == "ValueError"
+    assert (
+        drv("put", object=storage, key="k", metadata="", data=[])["error"]["kind"] == "ValueError"
+    )
     drv.ok("free_unused", object=storage)
     drv.ok("clear", object=storage)
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
