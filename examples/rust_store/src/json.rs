@@ -309,7 +309,14 @@ pub fn b64decode(text: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(t.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0);
     for c in t.bytes() {
-        let v = B64.iter().position(|&x| x == c).ok_or_else(|| format!("bad base64 character {:?}", c as char))?;
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return Err(format!("bad base64 character {:?}", c as char)),
+        };
         acc = acc << 6 | v as u32;
         bits += 6;
         if bits >= 8 {
