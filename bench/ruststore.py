@@ -80,9 +80,8 @@ def table(results: dict[str, dict[str, float]], n_readers: int) -> str:
         "| --- | --- | --- | --- |",
     ]
     for label, row in results.items():
-        lines.append(
-            f"| {label} | {row['rust']:,.0f} | {row['seed']:,.0f} | {row['rust'] / row['seed']:.2f} |"
-        )
+        ratio = row["rust"] / row["seed"]
+        lines.append(f"| {label} | {row['rust']:,.0f} | {row['seed']:,.0f} | {ratio:.2f} |")
     return "\n".join(lines)
 
 
