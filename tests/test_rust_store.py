@@ -354,7 +354,7 @@ CAUGHT_BY: dict[str, tuple[str, str, str]] = {
 def test_each_mutant_is_caught(mutant: str, tmp_path: Path) -> None:
     level, name, status = CAUGHT_BY[mutant]
     path = build(mutant)
-    report = oracle(tmp_path, "--impl", f"exec:{path}", level=level)
+    report = oracle(tmp_path, "--impl", f"exec:{path}", "--no-shrink", level=level)
     found = statuses(report)
     assert name in found, f"{name} was not run on {mutant}"
     assert found[name][1] == status, (mutant, name, found[name])
