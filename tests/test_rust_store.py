@@ -320,13 +320,24 @@ RUNS = {
 @pytest.mark.skipif(not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_the_oracle_gives_it_the_seeds_status(run: str, program: Path, tmp_path: Path) -> None:
-    """Judged alone and in both mixed roles, every property has the seed's
-    status: seed-compatible, protocol-safe and seed-layout as the seed's
-    (pass, or the seed's hazards), hardened failing where the seed fails."""
+    """Judged alone and in both mixed roles, seed-compatible and seed-layout
+    pass and nothing the seed passes fails. Alone and as the writer beside
+    the seed's readers, every property has the seed's own status (hardened
+    and protocol-safe fail where the seed's do). Beside refimpl's writer,
+    refimpl's writer-side fixes pass too; what fails is the seed's
+    reader-side defects (no re-check at the end of a read, untyped handles)."""
     report = oracle(tmp_path, *RUNS[run])
-    differ = {k: v for k, v in unlike_the_seed(report).items() if k not in NOT_THE_SEEDS}
-    assert not differ, differ
-    assert report["levels"]["seed-compatible"]["status"] == "pass"
+    for level in ("seed-compatible", "seed-layout"):
+        assert report["levels"][level]["status"] == "pass", (level, report["levels"][level])
+    worse = {
+        name: (status, seed)
+        for name, (_, status, seed) in statuses(report).items()
+        if seed.lower() == "pass" and status not in PASSING
+    }
+    assert not worse, worse
+    if run != "readers beside refimpl's writer":
+        differ = {k: v for k, v in unlike_the_seed(report).items() if k not in NOT_THE_SEEDS}
+        assert not differ, differ
 
 
 # mutant (cargo feature) -> (level, property, status) that names the defect,
