@@ -55,8 +55,9 @@ fuzz: setup
 	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 
-bench: setup native
+bench: setup native rust
 	$(PYTHON) -m bench
+	$(if $(HAVE_CARGO),$(PYTHON) -m bench.ruststore)
 
 # The seed-compatible level's mutation score: small defects in the seed's own
 # code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`.

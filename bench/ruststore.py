@@ -14,6 +14,7 @@ round by round; each figure is the median over repetitions.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -94,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if not BIN.exists():
         print(f"bench.ruststore: {BIN} not built: run `make rust` (needs cargo)", file=sys.stderr)
         return 2
+    if importlib.util.find_spec("shmref.process") is None:
+        print(
+            "bench.ruststore: no process protocol proxy (shmref.process): not run", file=sys.stderr
+        )
+        return 0
     reps = 3 if args.quick else 11
     results = measure(args.readers, reps, (1 << 20) if args.quick else (8 << 20))
     print(table(results, args.readers))
