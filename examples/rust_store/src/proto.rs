@@ -211,8 +211,13 @@ impl<R: BufRead, W: Write> Server<R, W> {
         match op.as_str() {
             "create_ring" => return self.create_ring(req),
             "create" => {
-                let ring_id = str_arg(req, "ring")?.to_string();
-                let ring = self.rings.get(&ring_id).ok_or_else(|| unknown("ring", &ring_id))?;
+                // A ring that is not one of ours: the seed's constructor reads
+                // `ring_buffer.is_writer` first (an AttributeError).
+                let given = req.get("ring").cloned().unwrap_or(Value::Null);
+                let ring_id = given.as_str().unwrap_or("").to_string();
+                let ring = self.rings.get(&ring_id).ok_or_else(|| {
+                    StoreError::new("AttributeError", format!("'{}' object has no attribute 'is_writer'", given.type_name()))
+                })?;
                 let storage = Storage::new(
                     ring,
                     int_arg(req, "max_object_size")?,
