@@ -211,7 +211,7 @@ def test_seed_readers_read_the_rust_writer_and_back(
     assert drv.ok("is_cached", object=storage, key="k") is True
 
 
-@pytest.mark.skipif(not HAVE_PROXY, reason=NO_PROXY)
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 def test_every_message_fits_the_schema(writer: tuple[Driver, str, str, list[int]]) -> None:
     """Every line of a conversation that touches every op (errors and the
     is_free callback included) is valid against the protocol's schema."""
@@ -317,7 +317,7 @@ RUNS = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_PROXY, reason=NO_PROXY)
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_the_oracle_gives_it_the_seeds_status(run: str, program: Path, tmp_path: Path) -> None:
     """Judged alone and in both mixed roles, seed-compatible and seed-layout
@@ -360,7 +360,7 @@ CAUGHT_BY: dict[str, tuple[str, str, str]] = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_PROXY, reason=NO_PROXY)
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("mutant", sorted(CAUGHT_BY))
 def test_each_mutant_is_caught(mutant: str, tmp_path: Path) -> None:
     level, name, status = CAUGHT_BY[mutant]
