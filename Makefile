@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -12,7 +12,8 @@ setup:
 	  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null; }
 	@command -v chromium >/dev/null || { \
 	  echo "Chromium not found: installing chromium (tests/test_report_browser.py opens the report in it)"; \
-	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null; }
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null \
+	  || echo "chromium could not be installed: the browser test will say it is not run"; }
 
 # make check MODEL=MCRing runs one model; a full run records the measured
 # states/depth/time in spec/models.toml and regenerates spec/README.md's table.
@@ -58,8 +59,9 @@ fuzz: setup
 	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
 
-bench: setup native
+bench: setup native rust
 	$(PYTHON) -m bench
+	$(if $(HAVE_CARGO),$(PYTHON) -m bench.ruststore)
 
 # Measure nothing: README.md's benchmark section (plots, compact tables),
 # docs/bench.md (every table) and docs/bench/*.svg from bench/results.json.
@@ -85,6 +87,50 @@ native-conformance: native
 	PYTHONPATH=$(NATIVE_PATH) $(PYTHON) -m shmref.conformance --impl native_store --quick \
 	  --level seed-compatible --level hardened --level protocol-safe \
 	  --out build/conformance/native_store
+
+# rust_store (examples/rust_store/README.md): the seed's writer and reader in
+# Rust (std only) behind the process protocol; built offline into
+# examples/rust_store/target/ (git-ignored). Without cargo: one line, nothing fails.
+# The mutants are the same source with one cargo feature each, side by side in
+# examples/rust_store/target/mutants/FEATURE/release/rust_store.
+RUST_DIR := examples/rust_store
+RUST_MUTANTS := free_without_readers unsigned_count short_header zero_secret uncounted_read
+RUST_BIN := $(RUST_DIR)/target/release/rust_store
+HAVE_CARGO := $(shell command -v cargo 2>/dev/null)
+NO_CARGO := rust_store: cargo not found, the Rust checks are not run (install Rust: https://rustup.rs)
+rust:
+ifdef HAVE_CARGO
+	cargo build --offline --release --quiet --manifest-path $(RUST_DIR)/Cargo.toml
+else
+	@echo "$(NO_CARGO)"
+endif
+
+rust-mutants: rust
+ifdef HAVE_CARGO
+	@for f in $(RUST_MUTANTS); do \
+	  cargo build --offline --release --quiet --manifest-path $(RUST_DIR)/Cargo.toml \
+	    --features $$f --target-dir $(RUST_DIR)/target/mutants/$$f || exit 1; \
+	  echo "$(RUST_DIR)/target/mutants/$$f/release/rust_store"; \
+	done
+endif
+
+rust-test:
+ifdef HAVE_CARGO
+	cargo test --offline --quiet --manifest-path $(RUST_DIR)/Cargo.toml
+else
+	@echo "$(NO_CARGO)"
+endif
+
+# The oracle's three runs: alone, as the writer beside the seed's readers, as
+# the readers beside refimpl's writer.
+rust-conformance: rust
+ifdef HAVE_CARGO
+	$(PYTHON) -m shmref.conformance --impl exec:$(RUST_BIN) --quick --out build/conformance/rust_store
+	$(PYTHON) -m shmref.conformance --writer exec:$(RUST_BIN) --readers seed --quick \
+	  --out build/conformance/rust_store_writer
+	$(PYTHON) -m shmref.conformance --writer refimpl --readers exec:$(RUST_BIN) --quick \
+	  --out build/conformance/rust_store_readers
+endif
 
 conformance: setup
 	$(PYTHON) -m shmref.conformance --impl $(IMPL)
