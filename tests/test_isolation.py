@@ -98,6 +98,11 @@ def test_keyboard_interrupt_and_system_exit_from_a_store_are_its_errors(tmp_path
         (["--call-timeout", "-1"], "--call-timeout"),
         (["--call-timeout", "inf"], "--call-timeout"),
         (["--level", "gold"], "--level"),
+        (["--shrink-budget", "-1"], "--shrink-budget"),
+        (["--shrink-budget", "nan"], "--shrink-budget"),
+        (["--shrink-budget", "a while"], "--shrink-budget"),
+        (["--workers", "0"], "--workers"),
+        (["--workers", "two"], "--workers"),
     ],
 )
 def test_options_that_make_no_sense_are_one_line_exit_2(args, says):
