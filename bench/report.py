@@ -336,10 +336,21 @@ def instruction_tables(result: dict[str, Any]) -> list[str]:
 
 
 def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
+    installed = any("levels" in r for r in rows)  # issue 34: from the installed wheel
     out = [
-        "### The oracle's speed: a conformance run on refimpl",
+        "### The oracle's speed: conformance runs from the installed wheel"
+        if installed
+        else "### The oracle's speed: a conformance run on refimpl",
         "",
-        "Each run is `python -m shmref.conformance --impl refimpl` as a subprocess, on one "
+        (
+            "Each run is `python -m shmref.conformance --impl MOD` (MOD: refimpl; the seed's "
+            "code with a pickle serde; a native store mutant) run from an empty folder by the "
+            "python of a fresh virtual environment where the wheel is installed, without the "
+            "seed file unless the store is built from it"
+            if installed
+            else "Each run is `python -m shmref.conformance --impl refimpl` as a subprocess"
+        )
+        + ", on one "
         "fresh temporary cache, in this order (`bench/conformancebench.py`). wall s includes "
         "start-up; report s is the report's own `seconds`; CPU s = user + system time of "
         "the run and the processes it waited for (TLC's JVM, spawned readers), which the "
@@ -355,10 +366,11 @@ def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
         return f"{mark} {r['target_s']:.0f} s"
 
     out += _table(
-        ["run", "wall s", "report s", "CPU s", "exit", "target"],
+        ["run", *(["store"] if installed else []), "wall s", "report s", "CPU s", "exit", "target"],
         [
             [
                 r["run"],
+                *([r["command"].split("--impl ")[1]] if installed else []),
                 f"{r['wall_s']:.1f}",
                 "-" if r["report_s"] is None else f"{r['report_s']:.1f}",
                 f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-",

@@ -26,7 +26,7 @@ from shmref.oracle.testgroups import (
     TestGroup,
     pytest_checks,
 )
-from shmref.oracle.validation import isolated_protocol_checks
+from shmref.oracle.validation import isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import (
     ERROR,
     LEVELS,
@@ -151,14 +151,18 @@ def run(
     others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
     others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in HAZARDS if protocol})
     bar = Progress(sys.stderr, others) if progress else None
-    outcome = run_isolated(
-        job,
-        out,
-        timeout,
-        call_timeout,
-        workers or default_workers(),
-        bar.event if bar else None,
-    )
+    early: list[threading.Thread] = []
+
+    def hear(event: dict[str, Any]) -> None:
+        if bar:
+            bar.event(event)
+        if event["e"] == "recording" and event["error"] is None and not no_tlc:
+            early.append(threading.Thread(target=validate_early, args=(Path(event["path"]), out)))
+            early[-1].start()
+
+    outcome = run_isolated(job, out, timeout, call_timeout, workers or default_workers(), hear)
+    for thread in early:
+        thread.join()
     if bar:
         bar.close()
     if protocol:
