@@ -136,3 +136,30 @@ def test_each_claim_is_won_by_exactly_one_child(tmp_path: Path) -> None:
 def test_the_longest_tests_are_claimed_first() -> None:
     every_edge = "test_replay.py::test_allocator_state_graph_every_edge"
     assert rank(every_edge) < rank(MACHINE) < rank("test_layout.py::x") < rank("test_ring.py::x")
+
+
+def test_the_budget_reaches_this_hypothesis() -> None:
+    """The budget wraps the installed Hypothesis's shrinking step (a private
+    API, renamed once): a failing test with nothing left to spend is cut
+    short, and one with enough is not."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, database=None, derandomize=True)
+    @given(st.lists(st.integers(0, 1000), min_size=5))
+    def fails(xs: list[int]) -> None:
+        assert sum(xs) < 1000
+
+    from shmref.testing import shrinkbudget
+
+    previous = shrinkbudget.active()
+    for seconds, cut in ((0.0, True), (60.0, False)):
+        budget = ShrinkBudget(seconds)
+        budget.install()
+        budget.test = "fails"
+        try:
+            with pytest.raises(AssertionError):
+                fails()
+        finally:
+            shrinkbudget._active = previous  # this session's own budget again
+        assert budget.cut_short("fails") is cut, seconds

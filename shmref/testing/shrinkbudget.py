@@ -78,34 +78,48 @@ def active() -> ShrinkBudget | None:
     return _active
 
 
+# Hypothesis's shrinking step, by version (6.100-6.15x, then renamed)
+SHRINK_STEPS = ("shrink_interesting_examples", "shrink_interesting_test_cases")
+
+
 def _wrap_once() -> None:
-    """Wrap Hypothesis's shrinking step (once per process) to stay within `_active`."""
+    """Wrap Hypothesis's shrinking step (once per process) to stay within
+    `_active`. Private API, so looked up by its known names: a Hypothesis
+    where none is found gets a bound per test instead (MAX_SHRINKING_SECONDS
+    set to the whole budget), never an error."""
     from hypothesis.internal.conjecture import engine
 
     runner = engine.ConjectureRunner
-    original: Callable[[Any], None] = runner.shrink_interesting_examples
+    step = next((name for name in SHRINK_STEPS if hasattr(runner, name)), None)
+    if step is None:
+        if _active is not None and hasattr(engine, "MAX_SHRINKING_SECONDS"):
+            engine.MAX_SHRINKING_SECONDS = _active.seconds  # type: ignore[assignment]
+        return
+    original: Callable[[Any], None] = getattr(runner, step)
     if getattr(original, "_shmref_wrapped", False):
         return
-    quiet_report = _without_hypothesis_warning(engine.report)  # type: ignore[attr-defined]
+    loud = getattr(engine, "report", None)
+    quiet_report = _without_hypothesis_warning(loud) if loud is not None else None
+    slow = getattr(getattr(engine, "ExitReason", None), "very_slow_shrinking", None)
 
     def shrink_within_budget(self: Any) -> None:
         budget = _active
         if budget is None:
             return original(self)
         engine.MAX_SHRINKING_SECONDS = budget.left  # type: ignore[assignment]
-        # our NOTE replaces its "five minutes" warning
-        engine.report = quiet_report  # type: ignore[attr-defined]
+        if quiet_report is not None:  # our NOTE replaces its "five minutes" warning
+            engine.report = quiet_report  # type: ignore[attr-defined]
         start = time.perf_counter()
         try:
             original(self)
         finally:
             with budget._lock:
                 budget.spent += time.perf_counter() - start
-                if getattr(self, "exit_reason", None) == engine.ExitReason.very_slow_shrinking:
+                if slow is not None and getattr(self, "exit_reason", None) == slow:
                     budget.cut.add(budget.test)
 
     shrink_within_budget._shmref_wrapped = True  # type: ignore[attr-defined]
-    runner.shrink_interesting_examples = shrink_within_budget  # type: ignore[method-assign]
+    setattr(runner, step, shrink_within_budget)
 
 
 def _without_hypothesis_warning(report: Callable[..., Any]) -> Callable[..., Any]:
