@@ -90,6 +90,8 @@ def installed(tmp: Path) -> Path:
     quietly(sys.executable, "-m", "venv", str(venv))
     (wheel,) = wheels.glob("shmref-*.whl")
     quietly(str(python), "-m", "pip", "install", "-q", str(wheel))
+    # the native store's own runtime dependency (a user of such a store has it)
+    quietly(str(python), "-m", "pip", "install", "-q", "cffi")
     return python
 
 

@@ -370,7 +370,7 @@ def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
         [
             [
                 r["run"],
-                *([r["command"].split("--impl ")[1]] if installed else []),
+                *([r["command"].split("--impl ")[1].split()[0]] if installed else []),
                 f"{r['wall_s']:.1f}",
                 "-" if r["report_s"] is None else f"{r['report_s']:.1f}",
                 f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-",
