@@ -262,6 +262,8 @@ def after(
         pass
     if ended:
         return None
+    if lane.reserved:  # the test it had claimed to run next: for another child
+        Path(lane.reserved[1]).unlink(missing_ok=True)
     outcome.removed += remove_orphans(child.shm_before)
     code = child.process.returncode
     if unit is None:  # died outside any property (at start, on import)
@@ -302,6 +304,7 @@ class Lane:
         self.limits = (timeout, call_timeout)
         self.unit: Unit | None = None
         self.node: str | None = None
+        self.reserved: tuple[str, str] | None = None  # (test, claim file) claimed to run next
         self.spent: dict[Unit, float] = {}
         self.last = self.beat = time.monotonic()
         self.grace = STARTUP  # before its first beat: Python, pytest and the implementation import
@@ -327,6 +330,10 @@ class Lane:
             elif kind == "start":
                 self.unit = (event["unit"][0], event["unit"][1]) if event["unit"] else None
                 self.node = event.get("node")
+                if self.reserved and self.reserved[0] == self.node:
+                    self.reserved = None
+            elif kind == "reserve":
+                self.reserved = (event["node"], event["claim"])
             elif kind == "case":
                 outcome.keep_case(event["node"], event["status"], event["text"])
             elif kind == "finish":

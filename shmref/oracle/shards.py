@@ -3,16 +3,18 @@ child collects the whole suite and runs the tests that no other child has
 claimed yet, longest first, so that the children finish close together
 whatever fails (as pytest-xdist's load scheduling does, with a folder of
 claim files instead of a controller). Recordings and hazard replays are
-claimed the same way. A test is claimed just before it runs, by exactly one
-child: a child that dies loses only the test it was running (the parent
-makes that property CRASH or TIMEOUT) and its replacement claims what is left.
+claimed the same way. A test is claimed by exactly one child, one test
+ahead of the one it runs: a child that dies loses only the test it was
+running (the parent makes that property CRASH or TIMEOUT), the parent
+releases the one it had claimed next, and its replacement (or any child
+still running) claims what is left.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -62,17 +64,25 @@ def longest_first(
     return sorted(items, key=lambda item: (rank(node_of[item]), order[item]))
 
 
-def run_claimed(session: pytest.Session, items: Sequence[pytest.Item], claims: Claims) -> None:
+def run_claimed(
+    session: pytest.Session,
+    items: Sequence[pytest.Item],
+    claims: Claims,
+    reserved: Callable[[pytest.Item, Path], None],
+) -> None:
     """pytest's run loop over the `items` this child claims. The next test is
     claimed before the current one runs, so that the current one's teardown
     knows what comes next (module fixtures kept, the session's torn down
-    after the last)."""
+    after the last); `reserved` hears of it, so that the parent can release
+    it if this child dies first. The search for the next test wraps around:
+    a test released that way is found by any child still running."""
     keys = [item.nodeid for item in items]
     hook = session.config.hook
 
     def claim_after(start: int) -> int | None:
-        for k in range(start, len(items)):
-            if claims.claim(keys[k]):
+        order: list[int] = [*range(start, len(items)), *range(start)]
+        for k in order:
+            if not claims.claimed(keys[k]) and claims.claim(keys[k]):
                 return k
         return None
 
@@ -80,6 +90,8 @@ def run_claimed(session: pytest.Session, items: Sequence[pytest.Item], claims: C
     while current is not None:
         following = claim_after(current + 1)
         nextitem = items[following] if following is not None else None
+        if nextitem is not None:
+            reserved(nextitem, claims.path(nextitem.nodeid))
         hook.pytest_runtest_protocol(item=items[current], nextitem=nextitem)
         if session.shouldfail:
             raise session.Failed(session.shouldfail)

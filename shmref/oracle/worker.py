@@ -191,7 +191,11 @@ class SuitePlugin:
         """Only the tests this child claims (shmref.oracle.shards)."""
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
             raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
-        run_claimed(session, session.items, self.claims)
+
+        def reserved(item: pytest.Item, claim: Path) -> None:
+            self.events.emit("reserve", node=suite_node_id(item.nodeid), claim=str(claim))
+
+        run_claimed(session, session.items, self.claims, reserved)
         return True
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
