@@ -108,7 +108,7 @@ def test_progress_off_a_terminal_is_one_line_per_finished_property() -> None:
     assert stream.getvalue().splitlines() == [
         "shmref: [1/4] seed-compatible: test_ring.py::test_a: pass (0 s)",
         "shmref: [2/4] seed-compatible: test_ring.py::test_b: FAIL (0 s)",
-        "shmref: [3/4] protocol-safe: trace validation: pass (0 s)",
+        "shmref: [3/4] protocol-safe: trace validation: recorded (0 s)",
         "shmref: [4/4] protocol-safe: hazard MCX: assumption (0 s)",
         "shmref: [5/5] hardened: test_ring.py::TestBadInput::t: CRASH (0 s)",
     ]

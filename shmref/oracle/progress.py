@@ -77,6 +77,8 @@ class Progress:
                 self.status[unit] = event["check"]["status"]
             elif event.get("error"):
                 self.worse(unit, "error")
+            else:  # TLC's verdict on it comes with the report
+                self.status.setdefault(unit, "recorded")
             self.counts[unit] = self.counts.get(unit, 1) - 1
             if self.counts[unit] <= 0:
                 self.finish(unit)
