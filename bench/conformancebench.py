@@ -1,31 +1,34 @@
-"""How long the oracle takes: `python -m shmref.conformance --impl refimpl`
-timed as a subprocess, as a user runs it (issue 14's Speed section).
+"""How long the oracle takes, the way a user gets it (issue 34): shmref's
+wheel built from this checkout and installed in a fresh virtual environment,
+`python -m shmref.conformance --impl MOD` run from an empty folder, on one
+fresh temporary cache (`SHMREF_CACHE_DIR`), so the user's own cache is
+neither used nor changed, without the seed file unless the store itself
+is built from it.
 
-Four runs on one fresh, temporary cache (`SHMREF_CACHE_DIR`), so the user's
-own cache is neither used nor changed:
+In this order:
 
-1. full, empty cache: TLC builds the hazard traces and the seed builds its
-   baseline (the "first run");
-2. full, cached: the traces and the seed's baseline come from step 1;
-3. `--quick`, which builds the quick seed baseline (not measured against a
-   target: it is the quick run's own first run);
-4. `--quick`, cached;
-5. and 6. full and `--quick` on a store that fails (`FAILING`, the seed: its
-   protocol-safe properties fail), cached: what judging a broken store costs
-   (a failure's shrinking and trace included).
+1. refimpl, full, empty cache: TLC builds the hazard traces and the corpora
+   (the "first run");
+2. refimpl, full, cached;
+3. refimpl, `--quick` (its quick TLC output built), then 4. cached;
+5. a failing store: the seed's own code with a pickle serde
+   (tests/stores/seed_pickle_serde.py; `$SHMREF_SEED` set, so its seed
+   baseline is built beside it), full, then 6. full cached and 7. `--quick`:
+   it fails hardened and protocol-safe properties, state machines among them;
+8. one of the native store's mutants (examples/native_store, built by
+   `make native-mutants`), full and 9. `--quick`.
 
-Each run's wall time is compared with its target (`RUNS`); the report's
-own `seconds` (its JSON) is kept beside it: the difference is start-up
-(imports, loading the module under test). CPU seconds (user + system of the
-run and every process it waited for: pytest's spawned readers, TLC's JVM)
-do not grow with the machine's other load as wall time does: on 2 idle
-cores a run needs at least CPU / 2 seconds of wall time.
+A failing store's full run is judged against twice refimpl's cached full
+run (issue 34: a failing run within 2x of a passing one). Each run's wall
+time is compared with its target (`RUNS`); the report's own `seconds` (its
+JSON) is kept beside it: the difference is start-up (imports, loading the
+module under test). CPU seconds (user + system of the run and every process
+it waited for: the children, pytest's spawned readers, TLC's JVM) do not
+grow with the machine's other load as wall time does.
 
 Where a run's time goes: pytest's own `--durations` (passed through
 `PYTEST_ADDOPTS`, which the child processes' `pytest.main` reads) in the report
-folder's workers/*.log, summed per test file and per test function; the rest
-of the report's seconds is TLC, the hazard replays, trace validation and
-the seed baseline.
+folder's workers/*.log, summed per test file and per test function.
 """
 
 from __future__ import annotations
@@ -45,45 +48,77 @@ from typing import Any
 from bench.common import REPO, progress
 
 IMPL = "refimpl"
-FAILING = "seed"  # fails protocol-safe (FINDINGS.md): exit 1, failures shrunk and traced
+FAILING = "seed_pickle_serde"  # the seed's code with another serde (tests/stores)
+NATIVE = "native_mutants.free_after_one_read"  # examples/native_store (make native-mutants)
 SLOWEST = 8  # test functions listed per run
+TWICE = -2.0  # a target of twice refimpl's cached full run
 _DURATION = re.compile(r"^\s*([\d.]+)s\s+(?:setup|call|teardown)\s+(\S+)", re.MULTILINE)
+SEED_FILE = REPO.parent / "shared" / "seed" / "shm_object_storage_reference.txt"
 
 
 @dataclass(frozen=True)
 class Run:
     label: str
     quick: bool
-    target_s: float | None  # None: measured, not judged
+    target_s: float | None  # None: measured, not judged; TWICE: 2x refimpl's cached full run
     impl: str = IMPL
 
 
 RUNS = (
     Run("full, empty cache (TLC included)", quick=False, target_s=180.0),
     Run("full, cached", quick=False, target_s=60.0),
-    Run("--quick, first quick run (its seed baseline built)", quick=True, target_s=None),
+    Run("--quick, first quick run", quick=True, target_s=None),
     Run("--quick, cached", quick=True, target_s=20.0),
-    Run("full, cached (fails)", quick=False, target_s=None, impl=FAILING),
-    Run("--quick, cached (fails)", quick=True, target_s=None, impl=FAILING),
+    Run("failing store: full, its seed baseline built", False, None, FAILING),
+    Run("failing store: full, cached", False, TWICE, FAILING),
+    Run("failing store: --quick, its quick seed baseline built", True, None, FAILING),
+    Run("native mutant: full", False, TWICE, NATIVE),
+    Run("native mutant: --quick", True, None, NATIVE),
 )
 
 
-def command(run: Run, out: Path) -> list[str]:
-    args = [sys.executable, "-m", "shmref.conformance", "--impl", run.impl, "--out", str(out)]
-    return args + (["--quick"] if run.quick else [])
+def installed(tmp: Path) -> Path:
+    """The python of a fresh virtual environment with this checkout's wheel
+    installed (its runtime dependencies only, as `pip install shmref` gives)."""
+    wheels, venv = tmp / "wheel", tmp / "venv"
+    python = venv / "bin" / "python"
+
+    def quietly(*argv: str) -> None:
+        subprocess.run(argv, check=True, capture_output=True, text=True)
+
+    quietly(sys.executable, "-m", "build", "--wheel", "-o", str(wheels), str(REPO))
+    quietly(sys.executable, "-m", "venv", str(venv))
+    (wheel,) = wheels.glob("shmref-*.whl")
+    quietly(str(python), "-m", "pip", "install", "-q", str(wheel))
+    # the native store's own runtime dependency (a user of such a store has it)
+    quietly(str(python), "-m", "pip", "install", "-q", "cffi")
+    return python
 
 
-def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
-    env = dict(
-        os.environ,
-        SHMREF_CACHE_DIR=str(cache),
-        PYTHONPATH=str(REPO),
-        PYTEST_ADDOPTS="--durations=0",
-    )
-    argv = command(run, out)
+def environment(run: Run, cache: Path) -> dict[str, str]:
+    """A user's environment: no checkout on the path, no seed file unless the
+    store is made from it, the store's own folder importable."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SHMREF_SEED")}
+    env.update(SHMREF_CACHE_DIR=str(cache), PYTEST_ADDOPTS="--durations=0")
+    if run.impl == FAILING:
+        env.update(PYTHONPATH=str(REPO / "tests" / "stores"), SHMREF_SEED=str(SEED_FILE))
+    elif run.impl == NATIVE:
+        env["PYTHONPATH"] = str(REPO / "examples" / "native_store")
+    return env
+
+
+def command(python: Path, run: Run, out: Path) -> list[str]:
+    args = [str(python), "-m", "shmref.conformance", "--impl", run.impl, "--out", str(out)]
+    return args + (["--quick"] if run.quick else []) + ["--no-progress"]
+
+
+def time_run(run: Run, python: Path, cache: Path, out: Path, folder: Path) -> dict[str, Any]:
+    argv = command(python, run, out)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        argv, env=environment(run, cache), cwd=folder, capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -101,12 +136,13 @@ def time_run(run: Run, cache: Path, out: Path) -> dict[str, Any]:
         "ok": report.get("ok"),
         "target_s": run.target_s,
         "within_target": None if run.target_s is None else wall <= run.target_s,
+        "levels": {k: v["status"] for k, v in report.get("levels", {}).items()},
     }
     log = workers_log(out)
     if log:
         row.update(where_time_goes(log))
     seed_log = workers_log(out / "seed-baseline")  # the baseline's copy (built or cached)
-    if seed_log and "cached" not in run.label:
+    if seed_log and not run.label.endswith("cached"):
         row["seed_baseline"] = where_time_goes(seed_log)
     if done.returncode not in (0, 1):  # 1: a property failed, still a timed run
         row["error"] = (done.stderr or done.stdout).strip()[-400:]
@@ -138,13 +174,27 @@ def where_time_goes(log: str) -> dict[str, Any]:
 
 
 def run() -> list[dict[str, Any]]:
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="shmref-bench-cache-") as tmp:
-        cache, outs = Path(tmp) / "cache", Path(tmp) / "out"
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="shmref-bench-conformance-") as tmp:
+        progress("conformance: building the wheel and a fresh virtual environment ...")
+        python = installed(Path(tmp))
+        cache, outs, folder = Path(tmp) / "cache", Path(tmp) / "out", Path(tmp) / "empty"
         cache.mkdir()
+        folder.mkdir()
+        subprocess.run(  # the native store's mutants, built in place when missing
+            [sys.executable, str(REPO / "examples" / "native_store" / "build.py"), "--mutants"],
+            capture_output=True,
+            check=False,
+        )
+        cached_full = None
         for i, spec in enumerate(RUNS):
-            progress(f"conformance: {spec.label} ...")
-            row = time_run(spec, cache, outs / str(i))
+            if spec.target_s == TWICE:
+                target = 2 * cached_full if cached_full else None
+                spec = Run(spec.label, spec.quick, target, spec.impl)
+            progress(f"conformance: {spec.impl}, {spec.label} ...")
+            row = time_run(spec, python, cache, outs / str(i), folder)
+            if spec.impl == IMPL and spec.label == "full, cached":
+                cached_full = row["wall_s"]
             rows.append(row)
             progress(f"conformance: {spec.label}: {row['wall_s']:.1f} s (exit {row['exit']})")
     return rows

@@ -18,12 +18,19 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from shmref.testing.shrinkbudget import ShrinkBudget
+
 IMPL_ENV = "SHMREF_IMPL"
 TEST_TIMEOUT = 600.0
+# seconds a session may spend shrinking failing examples, all tests together (a
+# passing `-m seed_compatible` session takes about a minute on 2 cores)
+SHRINK_BUDGET = 30.0
 PROFILE_ENV = "SHMREF_PROFILE"
 
 
@@ -53,6 +60,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         help=f"the suite's Hypothesis profile (default: ${PROFILE_ENV}, else shmref-ci; "
         "shmref-long for deep runs, shmref-quick for few examples)",
+    )
+    group.addoption(
+        "--shmref-shrink-budget",
+        default=None,
+        metavar="SECONDS",
+        help="with --shmref-impl: seconds this session (each xdist worker) may spend shrinking "
+        f"failing examples, all tests together (default {SHRINK_BUDGET:g}; 0: none; a "
+        "failure found after that keeps its example unshrunk, and says so)",
     )
 
 
@@ -121,3 +136,38 @@ def use_suite_settings(config: pytest.Config) -> None:
             f"known: {', '.join(profiles.KNOWN)}"
         )
     settings.load_profile(name)
+    budget = shrink_budget(config)
+    budget.install()
+    config.pluginmanager.register(BudgetNotes(budget))
+
+
+def shrink_budget(config: pytest.Config) -> ShrinkBudget:
+    from shmref.testing.shrinkbudget import ShrinkBudget, parse_budget
+
+    text = config.getoption("shmref_shrink_budget")
+    try:
+        return ShrinkBudget(SHRINK_BUDGET if text is None else parse_budget(text))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--shmref-shrink-budget: {exc}") from None
+
+
+class BudgetNotes:
+    """Tells the budget which test runs, and says so on a test whose
+    shrinking the budget stopped."""
+
+    def __init__(self, budget: ShrinkBudget) -> None:
+        self.budget = budget
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: object) -> Iterator[None]:
+        self.budget.test = item.nodeid
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if report.failed and self.budget.cut_short(item.nodeid):
+            report.sections.append(("shmref shrink budget", self.budget.note()))
+        return report

@@ -49,6 +49,9 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
         elif option == "--level":
             assert action.default is None  # main runs every level then
             found[option] = "all"
+        elif option == "--workers":
+            assert action.default is None  # run.py's workers(): one per core then
+            found[option] = "one per core"
         elif isinstance(action.default, float):
             found[option] = f"{action.default:g}"
     return found

@@ -98,6 +98,11 @@ def test_keyboard_interrupt_and_system_exit_from_a_store_are_its_errors(tmp_path
         (["--call-timeout", "-1"], "--call-timeout"),
         (["--call-timeout", "inf"], "--call-timeout"),
         (["--level", "gold"], "--level"),
+        (["--shrink-budget", "-1"], "--shrink-budget"),
+        (["--shrink-budget", "nan"], "--shrink-budget"),
+        (["--shrink-budget", "a while"], "--shrink-budget"),
+        (["--workers", "0"], "--workers"),
+        (["--workers", "two"], "--workers"),
     ],
 )
 def test_options_that_make_no_sense_are_one_line_exit_2(args, says):
@@ -178,6 +183,35 @@ def test_the_level_of_a_property_does_not_depend_on_the_runs_options():
     # the check can fail: the old assignment moved bad-input tests between levels
     broken = mode_differences(nodes, old_run_key)
     assert any("TestBadInput" in line for line in broken), broken[:5]
+
+
+def cases(out: Path) -> dict[str, str]:
+    report = json.loads((out / "conformance.json").read_text())
+    return {
+        c["name"]: c["cases"]
+        for d in report["levels"].values()
+        for c in d["checks"]
+        if c["status"] not in (CRASH, TIMEOUT)
+    }
+
+
+@pytest.mark.slow
+def test_children_sharing_a_run_lose_no_property_and_keep_a_crash_to_its_own(tmp_path):
+    """Three children sharing the tests (shmref.oracle.shards) give what one
+    child gives: the same status of every property (a crash in one child
+    changes no other child's property), every test run once (the same case
+    counts), and every property the level table makes of the selection."""
+    one, _ = run_faulty("segfault_in_get", tmp_path / "one", "--workers", "1")
+    three, markdown = run_faulty("segfault_in_get", tmp_path / "three", "--workers", "3")
+    assert three == one
+    assert CRASH in three.values() and PASS in three.values()
+    assert cases(tmp_path / "three") == cases(tmp_path / "one")
+    selected = selected_groups(True, [LEVEL], False)
+    expected = {key[1] for node in suite_nodes() if (key := run_key(node, selected))}
+    assert expected <= set(three), expected - set(three)
+    assert len(list((tmp_path / "three" / "workers").glob("*.jsonl"))) > 3, (
+        "the crash's child replaced"
+    )
 
 
 @pytest.mark.slow

@@ -216,6 +216,7 @@ def test_every_message_fits_the_schema(writer: tuple[Driver, str, str, list[int]
     """Every line of a conversation that touches every op (errors and the
     is_free callback included) is valid against the protocol's schema."""
     import jsonschema
+
     from shmref.process import SCHEMA_PATH
 
     drv, storage, name, sig = writer

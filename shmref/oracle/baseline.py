@@ -54,12 +54,15 @@ class SeedBaseline:
         all_groups: bool,
         timeout: float = 300.0,
         call_timeout: float = 10.0,
+        workers: int | None = None,
     ) -> None:
         key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
         self.folder = cache_dir("seed-baseline") / key
         self.args = ["--quick"] * quick + ["--all-groups"] * all_groups
         self.args += ["--timeout", str(timeout), "--call-timeout", str(call_timeout)]
         self.args += [arg for level in levels for arg in ("--level", level)]
+        self.args += ["--workers", str(workers)] if workers else []
+        self.args += ["--no-progress"]
         self.child: subprocess.Popen[bytes] | None = None
         self.work: Path | None = None
 

@@ -46,7 +46,13 @@ from typing import NoReturn
 from shmref.core import tables
 from shmref.core.paths import checkout
 from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
-from shmref.oracle.run import DEFAULT_CALL_TIMEOUT, DEFAULT_TIMEOUT, load_checked, run
+from shmref.oracle.run import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_SHRINK_BUDGET,
+    DEFAULT_TIMEOUT,
+    load_checked,
+    run,
+)
 from shmref.oracle.verdict import (
     ASSUMPTION,
     LEVELS,
@@ -55,6 +61,7 @@ from shmref.oracle.verdict import (
 )
 from shmref.render.html import PAGE
 from shmref.seed.impl import load_impl
+from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
 
 # -- trace validation -----------------------------------------------------------------------
@@ -113,6 +120,19 @@ def unwritable(out: Path) -> str:
     return ""
 
 
+def budget(text: str) -> float:
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 256:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes from 1 to 256")
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(
         prog="python -m shmref.conformance",
@@ -161,6 +181,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="one call into the implementation that has not returned after this long makes "
         f"its property TIMEOUT (default {DEFAULT_CALL_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--shrink-budget",
+        type=budget,
+        default=DEFAULT_SHRINK_BUDGET,
+        metavar="SECONDS",
+        help="seconds each process may spend shrinking failing examples, all its tests together "
+        f"(default {DEFAULT_SHRINK_BUDGET:g}; 0: report them unshrunk); a counterexample the "
+        "budget cut short says so in the report",
+    )
+    parser.add_argument(
+        "--workers",
+        type=count,
+        default=None,
+        metavar="N",
+        help="processes that share the work (default: one per core)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="say nothing on stderr while running (without it: a progress line on a terminal, "
+        "one line per finished property elsewhere)",
     )
     parser.add_argument(
         "--no-baseline",
@@ -244,6 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout=args.timeout,
         call_timeout=args.call_timeout,
         impl_root=found.get("root") or "",
+        workers=args.workers,
+        shrink_budget=args.shrink_budget,
+        progress=not args.no_progress,
     )
     rows = []
     for level in report.levels:

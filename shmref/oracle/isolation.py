@@ -2,7 +2,8 @@
 child process (shmref.oracle.worker), so that a store that segfaults, exits or
 hangs gets a verdict instead of taking the oracle down with it.
 
-The child writes an event per test start, outcome and end. When it dies in
+Several children run at once (one per core by default; shmref.oracle.shards
+says which test each runs). A child writes an event per test start, outcome and end. When it dies in
 the middle of a property, that property is CRASH; when a call into the
 implementation does not return within `call_timeout`, or a property runs
 past `timeout`, the child's whole process group is killed and the property
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,19 +118,26 @@ def held_inodes() -> set[int]:
     return held
 
 
-def orphans(before: set[str]) -> list[str]:
-    """What appeared in /dev/shm since `before` that no live process holds."""
+def orphans(before: set[str], settle: float = 0.0) -> list[str]:
+    """What appeared in /dev/shm since `before` that no live process holds;
+    with `settle`, still held by none that many seconds later (a sibling
+    child's segment between its last unmap and its unlink is not an orphan)."""
     new = shm_names() - before
-    if not new:
-        return []
-    held = held_inodes()
-    found = []
-    for name in sorted(new):
-        try:
-            if os.stat(SHM / name).st_ino not in held:
-                found.append(name)
-        except OSError:
-            continue
+    found: list[str] = []
+    for look in range(2 if settle else 1):
+        if look:
+            time.sleep(settle)
+        held = held_inodes()
+        found = []
+        for name in sorted(new):
+            try:
+                if os.stat(SHM / name).st_ino not in held:
+                    found.append(name)
+            except OSError:
+                continue
+        new = set(found)
+        if not new:
+            return []
     return found
 
 
@@ -135,7 +145,7 @@ def remove_orphans(before: set[str]) -> list[str]:
     """Remove what appeared in /dev/shm since `before` and no live process
     holds: what the dead child's processes left."""
     removed = []
-    for name in orphans(before):
+    for name in orphans(before, settle=0.3):
         try:
             (SHM / name).unlink()
             removed.append(name)
@@ -196,6 +206,45 @@ class Child:
         return "\n".join(lines[-LOG_TAIL:])
 
 
+Listener = Callable[[dict[str, Any]], None]
+
+
+def run_isolated(
+    job: dict[str, Any],
+    out: Path,
+    timeout: float,
+    call_timeout: float,
+    workers: int = 1,
+    listener: Listener | None = None,
+) -> Outcome:
+    """Run `job` in `workers` children at once (shmref.oracle.shards), each
+    replaced when it dies, until every part of it has a result. `listener`
+    sees every event of every child (shmref.oracle.progress)."""
+    outcome = Outcome()
+    claims = out / "workers" / "claims"
+    shutil.rmtree(claims, ignore_errors=True)
+    job = {**job, "skip_nodes": [], "skip_units": [], "call_timeout": call_timeout}
+    job["claims"] = str(claims)
+    hear = listener or (lambda event: None)
+    lanes = []
+    for _ in range(max(1, workers)):
+        outcome.children += 1
+        lanes.append(Lane(Child(job, out, outcome.children), timeout, call_timeout, hear))
+    while lanes:
+        for lane in list(lanes):
+            result = lane.poll(outcome)
+            if result is None:
+                continue
+            lanes.remove(lane)
+            successor = after(lane, result, job, outcome, hear)
+            if successor is not None:
+                outcome.children += 1
+                lanes.append(Lane(Child(successor, out, outcome.children), *lane.limits, hear))
+        if lanes:
+            time.sleep(POLL)
+    return outcome
+
+
 def process_incident(code: int, node: str | None, tail: str) -> Incident:
     """A dead child's incident: CRASH, or the status a store program's proxy
     exited with (shmref.process.channel.EXIT_CODES: its last line says why)."""
@@ -210,112 +259,129 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
     )
 
 
-def run_isolated(job: dict[str, Any], out: Path, timeout: float, call_timeout: float) -> Outcome:
-    """Run `job` in children until every part of it has a result."""
-    outcome = Outcome()
-    job = {**job, "skip_nodes": [], "skip_units": [], "call_timeout": call_timeout}
-    while True:
-        outcome.children += 1
-        child = Child(job, out, outcome.children)
-        ended, unit, node = watch(child, outcome, timeout, call_timeout)
-        # the group's stragglers (readers the tests spawned, a resource tracker)
-        try:
-            os.killpg(child.process.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        if ended:
-            return outcome
-        outcome.removed += remove_orphans(child.shm_before)
-        code = child.process.returncode
-        if unit is None:  # died outside any property (at start, on import)
-            outcome.problems.append(
-                f"the implementation's process {signal_text(code)} outside any property:\n"
-                + child.log_tail()
-            )
-            return outcome
-        if unit not in outcome.incidents:
-            outcome.incidents[unit] = process_incident(code, node, child.log_tail())
-        job["skip_units"] = [list(u) for u in outcome.incidents]
-        job["skip_nodes"] = sorted(outcome.cases)
-        done = {path for path, _, _ in outcome.recordings}
-        job["recordings"] = [r for r in job["recordings"] if r["path"] not in done]
-        judged = {c["name"] for c in outcome.checks}
-        job["hazards"] = [h for h in job["hazards"] if f"hazard {h}" not in judged]
+def after(
+    lane: Lane,
+    result: tuple[bool, Unit | None, str | None],
+    job: dict[str, Any],
+    outcome: Outcome,
+    hear: Listener,
+) -> dict[str, Any] | None:
+    """What follows a child's end: nothing, or the job of its replacement."""
+    child = lane.child
+    ended, unit, node = result
+    # the group's stragglers (readers the tests spawned, a resource tracker)
+    try:
+        os.killpg(child.process.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if ended:
+        return None
+    if lane.reserved:  # the test it had claimed to run next: for another child
+        Path(lane.reserved[1]).unlink(missing_ok=True)
+    outcome.removed += remove_orphans(child.shm_before)
+    code = child.process.returncode
+    if unit is None:  # died outside any property (at start, on import)
+        problem = (
+            f"the implementation's process {signal_text(code)} outside any property:\n"
+            + child.log_tail()
+        )
+        if not any(p.splitlines()[0] == problem.splitlines()[0] for p in outcome.problems):
+            outcome.problems.append(problem)  # once, not once per child
+        return None
+    if unit not in outcome.incidents:
+        outcome.incidents[unit] = process_incident(code, node, child.log_tail())
+    incident = outcome.incidents[unit]
+    hear({"e": "incident", "unit": list(unit), "status": incident.status, "node": node})
+    job["skip_units"] = [list(u) for u in outcome.incidents]
+    job["skip_nodes"] = sorted(outcome.cases)
+    done = {path for path, _, _ in outcome.recordings}
+    job["recordings"] = [r for r in job["recordings"] if r["path"] not in done]
+    judged = {c["name"] for c in outcome.checks}
+    job["hazards"] = [h for h in job["hazards"] if f"hazard {h}" not in judged]
+    return dict(job)
 
 
-def watch(
-    child: Child, outcome: Outcome, timeout: float, call_timeout: float
-) -> tuple[bool, Unit | None, str | None]:
-    """Follow `child` until it ends or is killed: (ended normally, the
-    property that was running, the test that was running)."""
-    unit: Unit | None = None
-    node: str | None = None
-    spent: dict[Unit, float] = {}
-    last = beat = time.monotonic()
-    grace = STARTUP  # before its first beat: Python, pytest and the implementation import
-    while True:
+class Lane:
+    """One child followed until it ends or is killed; `poll` answers None
+    while it runs, then (ended normally, the property that was running, the
+    test that was running)."""
+
+    def __init__(self, child: Child, timeout: float, call_timeout: float, hear: Listener) -> None:
+        self.child, self.hear = child, hear
+        self.limits = (timeout, call_timeout)
+        self.unit: Unit | None = None
+        self.node: str | None = None
+        self.reserved: tuple[str, str] | None = None  # (test, claim file) claimed to run next
+        self.spent: dict[Unit, float] = {}
+        self.last = self.beat = time.monotonic()
+        self.grace = STARTUP  # before its first beat: Python, pytest and the implementation import
+
+    def stop(self, outcome: Outcome, status: str, detail: str) -> tuple[bool, Unit, str | None]:
+        assert self.unit is not None
+        outcome.incidents[self.unit] = Incident(status, detail, self.node)
+        self.child.kill()
+        return False, self.unit, self.node
+
+    def poll(self, outcome: Outcome) -> tuple[bool, Unit | None, str | None] | None:
+        child, (timeout, call_timeout) = self.child, self.limits
         alive = child.process.poll() is None
         now = time.monotonic()
-        if unit is not None:
-            spent[unit] = spent.get(unit, 0.0) + now - last
-        last = now
+        if self.unit is not None:
+            self.spent[self.unit] = self.spent.get(self.unit, 0.0) + now - self.last
+        self.last = now
         for event in child.events():
+            self.hear(event)
             kind = event["e"]
             if kind == "beat":
-                beat, grace = now, max(call_timeout, 10.0)
+                self.beat, self.grace = now, max(call_timeout, 10.0)
             elif kind == "start":
-                unit = (event["unit"][0], event["unit"][1]) if event["unit"] else None
-                node = event.get("node")
+                self.unit = (event["unit"][0], event["unit"][1]) if event["unit"] else None
+                self.node = event.get("node")
+                if self.reserved and self.reserved[0] == self.node:
+                    self.reserved = None
+            elif kind == "reserve":
+                self.reserved = (event["node"], event["claim"])
             elif kind == "case":
                 outcome.keep_case(event["node"], event["status"], event["text"])
             elif kind == "finish":
-                unit = node = None
+                self.unit = self.node = None
             elif kind == "recording":
                 outcome.recordings.append(
                     (event["path"], event["error"], event.get("missing", False))
                 )
-                unit = None
+                self.unit = None
             elif kind == "check":
                 outcome.checks.append(event["check"])
-                unit = None
+                self.unit = None
             elif kind == "collect_error":
                 outcome.collect_errors.append(event["text"])
-            elif kind == "incident" and unit is not None:  # a store program's (shmref.process)
-                outcome.incidents[unit] = Incident(event["status"], event["detail"], node)
-                child.kill()
-                return False, unit, node
-            elif kind == "stall" and unit is not None:
-                detail = event["detail"] + (f" in {node}" if node else "")
-                outcome.incidents[unit] = Incident(TIMEOUT, detail + ":\n" + event["stack"], node)
-                child.kill()
-                return False, unit, node
+            elif kind == "incident" and self.unit is not None:  # a store program's (shmref.process)
+                return self.stop(outcome, event["status"], event["detail"])
+            elif kind == "stall" and self.unit is not None:
+                where = f" in {self.node}" if self.node else ""
+                return self.stop(outcome, TIMEOUT, event["detail"] + where + ":\n" + event["stack"])
             elif kind == "end":
                 child.process.wait()
                 return True, None, None
         if not alive:
-            return False, unit, node
-        if unit is not None and spent.get(unit, 0.0) > timeout:
-            outcome.incidents[unit] = Incident(
-                TIMEOUT,
-                f"the property ran past --timeout {timeout:g} s"
-                + (f" (in {node})" if node else ""),
-                node,
+            return False, self.unit, self.node
+        if self.unit is not None and self.spent.get(self.unit, 0.0) > timeout:
+            where = f" (in {self.node})" if self.node else ""
+            return self.stop(
+                outcome, TIMEOUT, f"the property ran past --timeout {timeout:g} s" + where
             )
-            child.kill()
-            return False, unit, node
-        if now - beat > grace:
-            if unit is None:
+        if now - self.beat > self.grace:
+            if self.unit is None:
                 outcome.problems.append(
-                    f"the implementation's process stopped answering for {now - beat:.0f} s"
+                    f"the implementation's process stopped answering for {now - self.beat:.0f} s"
                 )
                 child.kill()
                 return True, None, None
-            outcome.incidents[unit] = Incident(
+            return self.stop(
+                outcome,
                 TIMEOUT,
                 f"the implementation's process stopped answering for "
-                f"{now - beat:.0f} s (a call holding the GIL?)" + (f" in {node}" if node else ""),
-                node,
+                f"{now - self.beat:.0f} s (a call holding the GIL?)"
+                + (f" in {self.node}" if self.node else ""),
             )
-            child.kill()
-            return False, unit, node
-        time.sleep(POLL)
+        return None

@@ -134,6 +134,7 @@ class Report:
                     *trace,
                     "```",
                     "",
+                    *([f"Note: {f['note']}.", ""] if f.get("note") else []),
                     "Replay:",
                     "",
                     "```sh",

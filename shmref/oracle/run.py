@@ -18,6 +18,7 @@ from shmref import tlc
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.hazards import HAZARDS, hazard_trace
 from shmref.oracle.isolation import child_env, run_isolated, signal_text
+from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
 from shmref.oracle.testgroups import (
     NOT_RUN_GROUPS,
@@ -25,7 +26,7 @@ from shmref.oracle.testgroups import (
     TestGroup,
     pytest_checks,
 )
-from shmref.oracle.validation import isolated_protocol_checks
+from shmref.oracle.validation import isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import (
     ERROR,
     LEVELS,
@@ -45,6 +46,17 @@ DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then 
 
 
 DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
+# seconds each child may spend shrinking failing examples, all its tests together: a
+# store that fails every state machine is judged within about twice a passing run's time
+DEFAULT_SHRINK_BUDGET = 30.0
+
+
+def default_workers() -> int:
+    """One child per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def fresh(out: Path) -> None:
@@ -78,11 +90,17 @@ def run(
     timeout: float = DEFAULT_TIMEOUT,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
     impl_root: str | None = None,
+    workers: int | None = None,
+    shrink_budget: float = DEFAULT_SHRINK_BUDGET,
+    progress: bool = True,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
     when `quick` (every property name, with quick TLC and recordings);
-    `shrink` False: failing examples are not shrunk (verdicts only)."""
+    `shrink` False: failing examples are not shrunk (verdicts only);
+    `workers` children share the work (default: one per core), each
+    shrinking for at most `shrink_budget` seconds in all; `progress`: what
+    runs is said on stderr (shmref.oracle.progress)."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups)
@@ -92,7 +110,7 @@ def run(
     seed_run: SeedBaseline | None = None
     seed_problem = ""
     if baseline and name != "shmref_seed":
-        seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout)
+        seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout, workers)
         try:
             seed_run.start()
         except SeedError as exc:
@@ -130,8 +148,25 @@ def run(
         "recordings": recordings,
         "hazards": [h.model for h in HAZARDS] if protocol else [],
         "run_missing": not quick,
+        "shrink_budget": shrink_budget,
     }
-    outcome = run_isolated(job, out, timeout, call_timeout)
+    others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
+    others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in HAZARDS if protocol})
+    bar = Progress(sys.stderr, others) if progress else None
+    early: list[threading.Thread] = []
+
+    def hear(event: dict[str, Any]) -> None:
+        if bar:
+            bar.event(event)
+        if event["e"] == "recording" and event["error"] is None and not no_tlc:
+            early.append(threading.Thread(target=validate_early, args=(Path(event["path"]), out)))
+            early[-1].start()
+
+    outcome = run_isolated(job, out, timeout, call_timeout, workers or default_workers(), hear)
+    for thread in early:
+        thread.join()
+    if bar:
+        bar.close()
     if protocol:
         fetcher.join()
 

@@ -29,6 +29,7 @@ from shmref.oracle.verdict import (
     shell_impl,
 )
 from shmref.testing import profiles
+from shmref.testing.shrinkbudget import note_in
 
 
 @dataclass(frozen=True)
@@ -366,13 +367,10 @@ def pytest_checks(
             )
         for case in prop_cases:
             if case["status"] in ("fail", "error"):
-                check.failures.append(
-                    {
-                        "case": case["node"],
-                        "trace": failure_trace(case["text"]),
-                        "command": replay_command(name, case["node"], impl, profile),
-                    }
-                )
+                note = note_in(case["text"])  # its shrinking stopped by the budget
+                failure = {"case": case["node"], "trace": failure_trace(case["text"])}
+                failure["command"] = replay_command(name, case["node"], impl, profile, bool(note))
+                check.failures.append({**failure, "note": note} if note else failure)
         checks.append(check)
     order = {g.label: k for k, g in enumerate(TEST_GROUPS)}
     checks.sort(
@@ -384,10 +382,14 @@ def pytest_checks(
     return checks
 
 
-def replay_command(name: str, node: str, impl: ModuleType | str | None, profile: str) -> str:
+def replay_command(
+    name: str, node: str, impl: ModuleType | str | None, profile: str, shrink_all: bool = False
+) -> str:
+    """`shrink_all`: shrinks as long as Hypothesis itself would (no budget of ours)."""
     return shell(
         f"python -m pytest -p no:cacheprovider --shmref-impl {shell_impl(name)}"
         + (f" --shmref-profile {profile}" if profile != profiles.CI else "")
+        + " --shmref-shrink-budget 300" * shrink_all
         + f" {shlex.quote(str(SUITE_DIR / node))}",
         impl,
     )

@@ -32,6 +32,34 @@ from shmref.render.model import Trace as Timeline
 from shmref.traces.recorder import Recording, validate_either
 
 
+def verdict_path(path: Path) -> Path:
+    """An accepted recording's verdict is kept, keyed by its bytes (and the
+    spec's hash): the same run of the same implementation is not re-checked."""
+    return cache_dir("validated") / f"{hashlib.sha256(path.read_bytes()).hexdigest()}.txt"
+
+
+def keep_accepted(verdict: Path, recording: Recording, fixed: object) -> str:
+    note = f"{len(recording.log)} steps accepted (FIXED={fixed})"
+    verdict.write_text(note + "\n")
+    return note
+
+
+def validate_early(path: Path, out: Path) -> None:
+    """TLC checks a recording as soon as the child has written it, beside the
+    rest of the run (a first run's validation no longer waits for the last
+    test); an accepted verdict is kept for validation_check, anything else is
+    left for it to find again and report."""
+    try:
+        recording = Recording.load(path)
+        verdict = verdict_path(path)
+        if not verdict.is_file():
+            result = validate_either(recording, out_dir=out / "trace" / path.stem)
+            if result.accepted:
+                keep_accepted(verdict, recording, result.switches["FIXED"])
+    except Exception:  # noqa: BLE001 - validation_check meets it again and reports it
+        return
+
+
 def validation_check(
     name: str,
     recordings: list[tuple[Path, Recording | Exception]],
@@ -64,17 +92,13 @@ def validation_check(
                 }
             )
             continue
-        # An accepted recording's verdict is kept, keyed by its bytes (and the
-        # spec's hash): the same run of the same implementation is not re-checked.
-        verdict = cache_dir("validated") / f"{hashlib.sha256(path.read_bytes()).hexdigest()}.txt"
+        verdict = verdict_path(path)
         if verdict.is_file():
             notes.append(verdict.read_text().strip() + " (cached verdict)")
             continue
         result = validate_either(recording, out_dir=out / "trace" / path.stem)
         if result.accepted:
-            note = f"{len(recording.log)} steps accepted (FIXED={result.switches['FIXED']})"
-            verdict.write_text(note + "\n")
-            notes.append(note)
+            notes.append(keep_accepted(verdict, recording, result.switches["FIXED"]))
             continue
         check.status = FAIL
         low = max(result.matched - 8, 0)

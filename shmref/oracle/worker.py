@@ -31,10 +31,12 @@ from typing import Any
 
 import pytest
 
+from shmref.oracle.shards import Claims, longest_first, run_claimed
 from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
 from shmref.oracle.verdict import ERROR, PROTOCOL, Check
 from shmref.render.sink import ENV as TRACE_ENV
 from shmref.render.sink import FOLDER as TRACE_FOLDER
+from shmref.testing import shrinkbudget
 from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")
@@ -160,7 +162,10 @@ class SuitePlugin:
     """Keeps the job's selection (the level table decides, whatever the
     options), and reports each test's start, outcome and end as events."""
 
-    def __init__(self, job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
+    def __init__(
+        self, job: dict[str, Any], events: Events, watchdog: Watchdog, claims: Claims
+    ) -> None:
+        self.claims = claims
         self.levels = set(job["levels"])
         self.groups = set(job["groups"])
         self.skip_nodes = set(job["skip_nodes"])
@@ -180,7 +185,20 @@ class SuitePlugin:
         dropped = [item for item in items if not self.wanted(suite_node_id(item.nodeid))]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+        items[:] = longest_first(keep, {item: suite_node_id(item.nodeid) for item in keep})
+        self.events.emit("collected", nodes=[suite_node_id(item.nodeid) for item in items])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        """Only the tests this child claims (shmref.oracle.shards)."""
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
+
+        def reserved(item: pytest.Item, claim: Path) -> None:
+            self.events.emit("reserve", node=suite_node_id(item.nodeid), claim=str(claim))
+
+        run_claimed(session, session.items, self.claims, reserved)
+        return True
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         node = suite_node_id(nodeid)
@@ -191,7 +209,10 @@ class SuitePlugin:
         node = suite_node_id(report.nodeid)
         if report.failed:
             status = "fail" if report.when == "call" else "error"
-            self.events.emit("case", node=node, status=status, text=report.longreprtext)
+            budget = shrinkbudget.active()
+            cut = budget is not None and budget.cut_short(report.nodeid)
+            text = report.longreprtext + (f"\n\nshmref: {budget.note()}" if cut and budget else "")
+            self.events.emit("case", node=node, status=status, text=text, cut_short=cut)
         elif report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
@@ -222,7 +243,7 @@ class SuitePlugin:
         return (yield from _theirs())
 
 
-def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
+def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog, claims: Claims) -> None:
     if not job["groups"]:
         return
     from shmref.core.paths import SUITE_DIR
@@ -251,17 +272,23 @@ def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog) -> None:
         job["impl_arg"],
         "--shmref-profile",
         job["profile"],
+        "--shmref-shrink-budget",
+        str(job["shrink_budget"]),
         *selections,
     ]
-    code = pytest.main(args, plugins=[SuitePlugin(job, events, watchdog)])
+    code = pytest.main(args, plugins=[SuitePlugin(job, events, watchdog, claims)])
     events.emit("pytest_exit", code=int(code))
 
 
 # -- recordings and hazard replays -----------------------------------------------------------
 
 
-def run_recordings(job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog) -> None:
+def run_recordings(
+    job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog, claims: Claims
+) -> None:
     for item in job["recordings"]:
+        if not claims.claim("recording " + item["path"]):
+            continue
         dog.unit = RECORDING_UNIT
         events.emit("start", node=None, unit=RECORDING_UNIT)
         path = Path(item["path"])
@@ -277,13 +304,15 @@ def run_recordings(job: dict[str, Any], impl: ModuleType, events: Events, dog: W
             )
 
 
-def run_hazards(job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog) -> None:
+def run_hazards(
+    job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog, claims: Claims
+) -> None:
     from shmref import tlc
     from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
 
     wanted = set(job["hazards"])
     for hazard in HAZARDS:
-        if hazard.model not in wanted:
+        if hazard.model not in wanted or not claims.claim("hazard " + hazard.model):
             continue
         unit = (PROTOCOL, f"hazard {hazard.model}")
         no_tlc = tlc.unavailable()
@@ -346,9 +375,10 @@ def main(argv: list[str]) -> int:
     impl = load_impl(job["impl_arg"])
     dog = Watchdog(events, implementation_files(impl), job["call_timeout"])
     dog.start()
-    run_recordings(job, impl, events, dog)
-    run_pytest(job, events, dog)
-    run_hazards(job, impl, events, dog)
+    claims = Claims(job["claims"])
+    run_recordings(job, impl, events, dog, claims)
+    run_pytest(job, events, dog, claims)
+    run_hazards(job, impl, events, dog, claims)
     events.emit("end")
     return 0
 

@@ -1,0 +1,129 @@
+"""What a conformance run is doing while it runs, on stderr: property N of M,
+its level, the time so far. On a terminal one line redrawn in place (a bar);
+elsewhere (CI, a log) one line per finished property. Fed by the children's
+events (shmref.oracle.isolation); it writes nothing into the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from shmref.oracle.testgroups import property_key
+from shmref.oracle.verdict import PROTOCOL
+
+Unit = tuple[str, str]
+RECORDINGS = (PROTOCOL, "trace validation")  # the worker's RECORDING_UNIT
+WIDTH = 24  # the bar's cells
+WORST = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
+FAILING = ("FAIL", "ERROR", "CRASH", "TIMEOUT")
+SHOWN = {"error": "ERROR", "fail": "FAIL", "pass": "pass", "skip": "skip"}
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
+
+
+class Progress:
+    """Counts properties as the children report them. `others`: the units
+    that are no pytest test (recordings, hazard replays) and how many events
+    finish each."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        others: Mapping[Unit, int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        tty: bool | None = None,
+    ) -> None:
+        self.stream, self.clock = stream, clock
+        self.started = clock()
+        self.tty = stream.isatty() if tty is None else tty
+        self.left: dict[Unit, set[str]] = {}  # property -> its tests not finished yet
+        self.counts: dict[Unit, int] = dict(others or {})  # events still to come, not tests
+        self.status: dict[Unit, str] = {}
+        self.done: list[Unit] = []
+        self.running: Unit | None = None
+        self.drawn = False
+
+    @property
+    def total(self) -> int:
+        return len(set(self.left) | set(self.counts) | set(self.done))
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("e")
+        if kind == "collected":
+            for node in event["nodes"]:
+                unit = property_key(node)
+                if unit is not None and unit not in self.done:
+                    self.left.setdefault(unit, set()).add(node)
+        elif kind == "start" and event.get("unit"):
+            self.running = (event["unit"][0], event["unit"][1])
+            self.draw()
+        elif kind == "case":
+            unit = property_key(event["node"])
+            if unit is not None:
+                self.worse(unit, event["status"])
+        elif kind == "finish":
+            unit = property_key(event["node"])
+            if unit is not None and unit in self.left:
+                self.left[unit].discard(event["node"])
+                if not self.left[unit]:
+                    self.finish(unit)
+        elif kind in ("recording", "check"):
+            unit = RECORDINGS if kind == "recording" else (event["unit"][0], event["unit"][1])
+            if kind == "check":
+                self.status[unit] = event["check"]["status"]
+            elif event.get("error"):
+                self.worse(unit, "error")
+            else:  # TLC's verdict on it comes with the report
+                self.status.setdefault(unit, "recorded")
+            self.counts[unit] = self.counts.get(unit, 1) - 1
+            if self.counts[unit] <= 0:
+                self.finish(unit)
+        elif kind == "incident":
+            unit = (event["unit"][0], event["unit"][1])
+            self.status[unit] = event["status"]
+            self.finish(unit)
+
+    def worse(self, unit: Unit, status: str) -> None:
+        known = self.status.get(unit)
+        if known is None or WORST.get(status, 3) > WORST.get(known, 3):
+            self.status[unit] = status
+
+    def finish(self, unit: Unit) -> None:
+        if unit in self.done:
+            return
+        self.left.pop(unit, None)
+        self.counts.pop(unit, None)
+        self.done.append(unit)
+        if not self.tty:
+            status = self.status.get(unit, "pass")
+            self.stream.write(
+                f"shmref: [{len(self.done)}/{self.total}] {unit[0]}: {unit[1]}: "
+                f"{SHOWN.get(status, status)} ({minutes(self.clock() - self.started)})\n"
+            )
+            self.stream.flush()
+        self.draw()
+
+    def draw(self) -> None:
+        if not self.tty:
+            return
+        total = max(self.total, 1)
+        filled = WIDTH * len(self.done) // total
+        bad = sum(1 for u in self.done if self.status.get(u, "").upper() in FAILING)
+        what = f"{self.running[0]}: {self.running[1]}" if self.running else ""
+        line = (
+            f"[{'#' * filled}{'.' * (WIDTH - filled)}] {len(self.done)}/{self.total} "
+            f"{minutes(self.clock() - self.started)}" + (f", {bad} failing" if bad else "")
+        )
+        self.stream.write("\r\x1b[K" + (line + "  " + what)[:110])
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        """Leave the terminal's line clean for what the run prints next."""
+        if self.tty and self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
