@@ -149,6 +149,14 @@ def gather(build: Path, note: str) -> dict[str, Any]:
     return data
 
 
+def short(test: str, width: int = 40) -> str:
+    """A test id with a long parameter cut (a TLA+ expression is no name)."""
+    head, bracket, param = test.partition("[")
+    if bracket and len(param) > width:
+        return f"{head}[{param[: width - 4]}…]"
+    return test
+
+
 def _s(value: float | None) -> str:
     return "" if value is None else f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
 
@@ -192,7 +200,7 @@ def render(data: dict[str, Any], markdown: bool = True, top: int = TOP) -> str:
     ]
     parts += ["The 15 costliest files:", table(["tier", "file", "tests", "s", "CPU s"], rows)]
     rows = [
-        [i, f"`make {t['tier']}`", f"`{t['test']}`", _s(t["wall_s"]), _s(t["cpu_s"])]
+        [i, f"`make {t['tier']}`", f"`{short(t['test'])}`", _s(t["wall_s"]), _s(t["cpu_s"])]
         for i, t in enumerate(tests[:top], 1)
     ]
     parts += [f"The {top} slowest tests:", table(["#", "tier", "test", "s", "CPU s"], rows)]

@@ -189,3 +189,10 @@ def test_ci_runs_the_readme_command_and_prints_its_slowest_tests() -> None:
     for target in ("test", "test-slow"):
         recipe = makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0]
         assert "$(TIMED)" in recipe, target
+
+
+def test_a_long_parameter_is_cut_in_the_tables() -> None:
+    assert citime.short("t.py::test_x[a-b]") == "t.py::test_x[a-b]"
+    long = "t.py::test_x[" + "WFlag(S.wf, id) * R-" * 5 + "]"
+    assert citime.short(long).startswith("t.py::test_x[WFlag") and citime.short(long).endswith("…]")
+    assert len(citime.short(long)) < len(long)
