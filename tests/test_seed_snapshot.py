@@ -4,7 +4,9 @@ the oracle on the seed's own code (`make seed-snapshot` refreshes both; the
 check's broken inputs are in tests/test_findings_doc.py). The snapshot holds
 verdicts only, so the run does not shrink its counterexamples (`--no-shrink`,
 as the seed baseline's own runs): the seed fails three state machines, whose
-shrinking was most of this test's time."""
+shrinking was most of this test's time. The seed's own run needs no seed
+baseline, so it is in no xdist group: the other worker runs it beside the
+group of runs that share one (tests/test_conformance.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 @pytest.mark.tlc
-@pytest.mark.xdist_group("conformance")
 def test_the_oracle_snapshot_of_the_seed_is_current(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = [sys.executable, "-m", "shmref.conformance", "--impl", "seed", "--no-shrink"]
