@@ -114,7 +114,11 @@ def test_hazard_replays_observe_counts_through_the_api(stores):
     for h in hazards.HAZARDS:  # refimpl, through the API too: no false alarm
         trace, source = hazards.hazard_trace(h.model, run_missing=h.quick)
         api = hazards.hazard_check("refimpl", refimpl, h, trace, source)[0]
-        assert api.status in ("pass", "assumption"), (h.model, api.detail)
+        # a slow hazard's trace is only here if a run made it (the cache of a
+        # fresh clone has none): test_refimpl_closes_the_hazards_the_seed_leaves_open
+        # makes every trace and checks refimpl on each
+        skipped = not h.quick and trace is None and api.status == "skip"
+        assert api.status in ("pass", "assumption") or skipped, (h.model, api.detail)
 
 
 @pytest.mark.tlc
