@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance
+.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -37,19 +37,30 @@ check-sim: setup
 # --dist loadgroup. make test-slow: the `slow` ones (CLI end to end, full fuzz,
 # every quick TLC model, CrossHair's long runs; each bounded at 30 min, not the
 # plugin's 10: some run the oracle on a store end to end). -m "not tlc": no Java.
+# Both print their 15 slowest tests and leave a junit report with each test's
+# CPU seconds in $(CI_TIME_DIR) (bench/citime_plugin.py) for `make ci-time`.
 PYTEST_WORKERS ?= 2
+CI_TIME_DIR ?= build/ci
+TIMED = --durations=15 -p bench.citime_plugin --junitxml=$(CI_TIME_DIR)/$@.xml
 test: setup lint
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow"
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(TIMED)
 
 test-slow: setup
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow --shmref-test-timeout 1800
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow --shmref-test-timeout 1800 $(TIMED)
 
-# make ci: what CI runs (.ci/run): the tests, the slow tier, then the installed
-# wheel judged from an empty folder.
-ci: test test-slow wheel-check
+# make ci: what CI runs (.ci/run): lint, the tests, the slow tier, then the
+# installed wheel judged from an empty folder; each step's time printed as it
+# ends and all of them at the end (.ci/steps; kept in $(CI_TIME_DIR)/steps.tsv).
+ci: setup
+	MAKE="$(MAKE)" PYTHON=$(PYTHON) CI_TIME_DIR=$(CI_TIME_DIR) bash .ci/steps lint test test-slow wheel-check
 
 wheel-check: setup
-	PYTHON=$(PYTHON) bash .ci/wheel-check
+	PYTHON=$(PYTHON) CI_TIME_DIR=$(abspath $(CI_TIME_DIR)) bash .ci/wheel-check
+
+# docs/ci-time.md's tables (and docs/ci-time.json) from what the last `make ci` left
+# in $(CI_TIME_DIR): NOTE="2 cores, fresh clone" says how it was measured.
+ci-time:
+	$(PYTHON) -m bench.citime --build $(CI_TIME_DIR) $(if $(NOTE),--note "$(NOTE)")
 
 proofs: setup
 	$(PYTHON) -m proofs

@@ -11,7 +11,10 @@ the seed's verdict on every property of every level.
 The CLI runs pytest on shmref.suite in its own process: the slow tests are
 about that CLI, so they run it as a subprocess, each run once per module (the
 fixtures below), on one xdist worker (the group), so that the seed baseline
-(cached in the user cache) is computed once and shared."""
+(cached in the user cache) is computed once and shared (refimpl's, the
+port's and tests/test_layout_claim.py's runs have the same options, hence
+the same baseline; the mutant's run needs none). A run that only gives
+verdicts to compare does not shrink (`--no-shrink`)."""
 
 from __future__ import annotations
 
@@ -144,7 +147,8 @@ def checks_of(report: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def mutant_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Reclaiming after one reader's read, judged at the protocol level (quick)."""
+    """Reclaiming after one reader's read, judged at the protocol level (quick);
+    no seed column (nothing here reads it: a seed baseline of its own is not built)."""
     module = build_mutant(MUTANT)
     out = tmp_path_factory.mktemp("mutant")
     proc = conformance(
@@ -153,6 +157,7 @@ def mutant_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "--quick",
         "--level",
         PROTOCOL,
+        "--no-baseline",
         "--out",
         str(out),
         extra_path=Path(module.__file__ or "").parents[1],
@@ -170,8 +175,10 @@ def refimpl_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def port_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The port's verdicts only (it fails what the seed fails: nothing shrunk)."""
     out = tmp_path_factory.mktemp("port")
-    proc = conformance("--impl", "port", "--quick", "--all-groups", "--out", str(out))
+    args = ["--impl", "port", "--quick", "--all-groups", "--no-shrink", "--out", str(out)]
+    proc = conformance(*args)
     return report_of(proc, out)
 
 

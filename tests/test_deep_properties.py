@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from quick_models import CHECKED_IN_MAKE_TEST
 from tlc_support import SPEC, require_tlc, spec_models
 
-from shmref.tlc import check
+from shmref.tlc import check, manifest
 
 require_tlc()
 
@@ -21,7 +22,33 @@ MODELS = spec_models()
 
 
 def run(name: str, tmp_path: Path) -> check.Result:
-    return check.check_model(MODELS[name], SPEC, tmp_path, workers=1, timeout=300)
+    """`make check`'s runner on one model; a quick one must also have the
+    manifest's measured states (the slow run of every quick model leaves out
+    those checked here: tests/quick_models.py)."""
+    model = MODELS[name]
+    result = check.check_model(model, SPEC, tmp_path, workers=1, timeout=300)
+    if model.quick and result.good:
+        assert result.run is not None
+        assert (
+            manifest.drift(
+                model,
+                result.run.distinct_states,
+                manifest.load_manifest(SPEC / "models.toml").tolerance,
+            )
+            is None
+        )
+    return result
+
+
+def test_the_quick_models_left_to_this_file_are_checked_here() -> None:
+    """tests/quick_models.py names, for each model the slow run leaves out, a
+    test of this file (not slow) that runs it."""
+    source = Path(__file__).read_text()
+    for name, test in CHECKED_IN_MAKE_TEST.items():
+        assert MODELS[name].quick, name
+        body = source.split(f"def {test}(", 1)[1].split("\ndef ", 1)[0]
+        assert f'run("{name}"' in body, (name, test)
+        assert "@pytest.mark.slow\ndef " + test not in source, test
 
 
 def test_strengthened_live_disjoint_is_inductive(tmp_path: Path) -> None:

@@ -114,7 +114,11 @@ def test_hazard_replays_observe_counts_through_the_api(stores):
     for h in hazards.HAZARDS:  # refimpl, through the API too: no false alarm
         trace, source = hazards.hazard_trace(h.model, run_missing=h.quick)
         api = hazards.hazard_check("refimpl", refimpl, h, trace, source)[0]
-        assert api.status in ("pass", "assumption"), (h.model, api.detail)
+        # a slow hazard's trace is only here if a run made it (the cache of a
+        # fresh clone has none): test_refimpl_closes_the_hazards_the_seed_leaves_open
+        # makes every trace and checks refimpl on each
+        skipped = not h.quick and trace is None and api.status == "skip"
+        assert api.status in ("pass", "assumption") or skipped, (h.model, api.detail)
 
 
 @pytest.mark.tlc
@@ -193,8 +197,11 @@ def failures_in(out: Path, which: Any) -> list[str]:
 
 
 def run_oracle(impl: str, out: Path) -> dict[str, Any]:
-    """`python -m shmref.conformance --impl IMPL --quick --all-groups`, the
-    fixture stores importable; {(level, name): (status, seed's status)}."""
+    """`python -m shmref.conformance --impl IMPL --quick --all-groups
+    --no-shrink`, the fixture stores importable; {(level, name): (status,
+    seed's status)}. Verdicts only, as the seed baseline's: the stores fail
+    what the seed fails (three state machines among them), and shrinking
+    those was most of the run; a status that differs still shows its trace."""
     import json
 
     env = dict(os.environ)
@@ -203,7 +210,7 @@ def run_oracle(impl: str, out: Path) -> dict[str, Any]:
     )
     proc = subprocess.run(
         [sys.executable, "-m", "shmref.conformance", "--impl", impl, "--quick", "--all-groups"]
-        + ["--out", str(out)],
+        + ["--no-shrink", "--out", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -246,8 +253,7 @@ def test_the_serde_store_passes_seed_compatible_as_the_seed(stores, tmp_path):
     assert all(mine == seed == "pass" for mine, seed in layout.values()), layout
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("conformance")
+@pytest.mark.slow  # the plugin builds no seed baseline: in no xdist group
 @pytest.mark.parametrize(
     "store, marker, failing",
     [
@@ -262,14 +268,15 @@ def test_the_plugin_judges_the_store_by_its_level(stores, store, marker, failing
     """`pytest --shmref-impl STORE --pyargs shmref.suite -m MARKER`: the
     layout store fails exactly the layout tests and passes seed-compatible;
     the serde stores pass seed-compatible (and the JSON one seed-layout: its
-    bytes are the seed's, its serde travels in the handle)."""
+    bytes are the seed's, its serde travels in the handle). Which tests fail
+    is all that is asked: the quick profile, failures not shrunk."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), str(STORES), env.get("PYTHONPATH", "")) if p
     )
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     command += ["--rootdir", str(REPO), "--shmref-impl", store, "--shmref-profile"]
-    command += ["shmref-quick", "--pyargs", "shmref.suite", "-m", marker]
+    command += ["shmref-quick-baseline", "--pyargs", "shmref.suite", "-m", marker]
     run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     failed = {
         "test_" + line.split("::test_", 1)[1].split("[")[0].split()[0]
