@@ -209,6 +209,13 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     Capability("storage", "get_copy", False, "native split read"),
     Capability("storage", "get_end", False, "native split read"),
+    Capability(
+        "module",
+        "SERDE_IN_PROCESS",
+        False,
+        "the serde runs in the store's process: a serde's failure reaches the store "
+        "(implicit for a module; `exec:` lacks it; set: the roles that have it)",
+    ),
 )
 REQUIRED = tuple(c for c in CAPABILITIES if c.required)
 OPTIONAL = tuple(c for c in CAPABILITIES if not c.required)
@@ -245,6 +252,25 @@ def split_read_missing(storage: Any) -> str | None:
     )
 
 
+SERDE_IN_PROCESS = "SERDE_IN_PROCESS"
+ROLES = frozenset({"writer", "reader"})
+
+
+def serde_in_process(impl: Any, role: str) -> bool:
+    """Does `role`'s serde ("writer": serialize at put; "reader": deserialize
+    at a read) run in the store's process? Implicit for a module; the process
+    proxy (and a mixed module with such a side) sets SERDE_IN_PROCESS to the
+    roles that do."""
+    return role in getattr(impl, SERDE_IN_PROCESS, ROLES)
+
+
+def require_serde_in_process(impl: Any, role: str) -> None:
+    """For a property that injects a serde's failure and judges what the
+    store does with it: not run where the serde runs elsewhere."""
+    if not serde_in_process(impl, role):
+        raise MissingCapability(SERDE_IN_PROCESS)
+
+
 def require(obj: Any, where: str, name: str) -> None:
     if not has(obj, name):
         raise MissingCapability(f"{where}.{name}")
@@ -255,7 +281,16 @@ def missing(impl: ModuleType, *, optional: bool = False) -> list[str]:
     `optional`, the optional ones). Instance attributes are looked up on a
     small ring and storage, created and closed here."""
     wanted = OPTIONAL if optional else REQUIRED
-    lacking = [c.label for c in wanted if c.where == "module" and not has(impl, c.name)]
+    lacking = [
+        c.label
+        for c in wanted
+        if c.where == "module"
+        and not (
+            all(serde_in_process(impl, r) for r in ROLES)
+            if c.name == SERDE_IN_PROCESS
+            else has(impl, c.name)
+        )
+    ]
     ring_cls = getattr(impl, "SingleWriterShmRingBuffer", None)
     storage_cls = getattr(impl, "SingleWriterShmObjectStorage", None)
     if ring_cls is None or storage_cls is None:

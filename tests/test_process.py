@@ -256,3 +256,73 @@ def test_a_bad_combination_or_program_is_one_line_and_exit_2(args: list[str], sa
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- a serde's failure: where the serde runs (contract.SERDE_IN_PROCESS) ----------------------
+
+BAD_PUT = "test_storage_bad_input.py::TestBadPuts::test_failed_put_leaves_no_half_object"
+
+
+@pytest.mark.parametrize(
+    ("name", "writer_has", "reader_has"),
+    [
+        ("refimpl", True, True),
+        ("seed", True, True),
+        (SERVE, False, False),
+        (
+            mixed_name("exec:python3 -m shmref.process.serve refimpl --only writer", "seed"),
+            False,
+            True,
+        ),
+        (
+            mixed_name("refimpl", "exec:python3 -m shmref.process.serve refimpl --only reader"),
+            True,
+            False,
+        ),
+    ],
+)
+def test_the_serde_runs_in_the_stores_process_only_for_a_module(
+    name: str, writer_has: bool, reader_has: bool
+) -> None:
+    """A module has SERDE_IN_PROCESS implicitly; a program lacks it (the
+    proxy serializes and deserializes); a mixed run has it on a module's side."""
+    from shmref import contract
+
+    impl = load_impl(name)
+    assert contract.serde_in_process(impl, "writer") is writer_has
+    assert contract.serde_in_process(impl, "reader") is reader_has
+    lacking = contract.missing(impl, optional=True)
+    assert ("SERDE_IN_PROCESS" in lacking) is not (writer_has and reader_has), lacking
+
+
+def test_a_serde_failure_property_is_not_run_on_a_program(tmp_path: Path) -> None:
+    """The lying-serde put and the hazard replay with a failing copy would
+    pass on every program (the proxy's serde fails, not the program's): not
+    run, missing SERDE_IN_PROCESS; a module lacking it (a broken claim) is
+    not run the same way, and refimpl still runs them."""
+    from types import ModuleType
+
+    import refimpl
+    from shmref.oracle.hazards import HAZARDS, hazard_check
+    from shmref.oracle.verdict import NOT_RUN
+
+    copy_fail = next(h for h in HAZARDS if h.model == "MCCopyFail")
+    lying = ModuleType("lying")
+    lying.__dict__.update({k: v for k, v in vars(refimpl).items() if not k.startswith("__")})
+    lying.SERDE_IN_PROCESS = frozenset({"writer"})  # type: ignore[attr-defined]
+    for impl in (load_impl(SERVE), lying):
+        check, replay = hazard_check("x", impl, copy_fail, None, "no trace here")
+        assert (check.status, check.detail) == (NOT_RUN, "not run: missing SERDE_IN_PROCESS")
+        assert replay is None
+    check, _ = hazard_check("refimpl", refimpl, copy_fail, None, "not run (--quick ...)")
+    assert check.detail == "not run (--quick ...)"  # it got as far as the trace
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs",
+         "shmref.suite.test_storage_bad_input", "-k", "test_failed_put_leaves_no_half_object",
+         "--shmref-impl", SERVE],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert "1 skipped" in done.stdout and "not run: missing SERDE_IN_PROCESS" in done.stdout, (
+        done.stdout[-2000:] + done.stderr[-2000:]
+    )

@@ -48,6 +48,7 @@ class Hazard:
     liveness: bool = False
     quick: bool = True  # TLC finds it in seconds (else only with a cached output)
     expect: str = ""  # an unclosable hazard shows as this violation (else: a failure)
+    serde_fails: str = ""  # whose serde fails ("reader"): needs contract.SERDE_IN_PROCESS
 
 
 HAZARDS: tuple[Hazard, ...] = (
@@ -76,6 +77,7 @@ HAZARDS: tuple[Hazard, ...] = (
         True,
         liveness=True,
         quick=False,
+        serde_fails="reader",
     ),
     Hazard(
         "MCIdWrap",
@@ -119,13 +121,8 @@ def _hazard_trace(model: str, run_missing: bool) -> tuple[tlc.Trace | None, str]
                 return trace, str(source)
     if not run_missing:
         return None, "not run (--quick and no cached TLC output; run without --quick)"
-    run = tlc.run_tlc(
-        *model_files(model, SPEC_DIR),
-        workers=1,
-        extra_args=("-deadlock",),
-        timeout=600,
-        log_path=cache,
-    )
+    files = model_files(model, SPEC_DIR)
+    run = tlc.run_tlc(*files, workers=1, extra_args=("-deadlock",), timeout=600, log_path=cache)
     if run.trace is None:
         return None, f"TLC found no counterexample: {run.summary()}"
     return run.trace, str(cache)
@@ -340,6 +337,8 @@ def hazard_check(
 ) -> tuple[Check, HazardReplay | None]:
     what = hazard.what
     label = f"hazard {hazard.model}"
+    if hazard.serde_fails and not contract.serde_in_process(impl, hazard.serde_fails):
+        trace, source = None, str(contract.MissingCapability(contract.SERDE_IN_PROCESS))
     if trace is None:
         status = NOT_RUN if source.startswith("not run: missing") else SKIP
         return Check(PROTOCOL, label, what, status, detail=source), None

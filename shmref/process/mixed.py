@@ -15,6 +15,8 @@ import shlex
 from types import ModuleType
 from typing import Any
 
+from shmref import contract
+
 PREFIX = "mixed:"
 _COMPOSED: dict[str, ModuleType] = {}
 
@@ -76,6 +78,11 @@ def compose(name: str, writer: ModuleType, readers: ModuleType) -> ModuleType:
         if not attr.startswith("__"):
             setattr(module, attr, value)
     module.SingleWriterShmObjectStorage = composed  # type: ignore[attr-defined]
+    module.SERDE_IN_PROCESS = frozenset(  # type: ignore[attr-defined]
+        role
+        for role, side in (("writer", writer), ("reader", readers))
+        if contract.serde_in_process(side, role)
+    )
     module.WRITER, module.READERS = writer, readers  # type: ignore[attr-defined]
     _COMPOSED[name] = module
     return module

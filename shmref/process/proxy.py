@@ -299,5 +299,8 @@ def build(spec: str) -> ModuleType:
     module.ObjectSerde = ObjectSerde  # type: ignore[attr-defined]
     module.MsgpackSerde = MsgpackSerde  # type: ignore[attr-defined]
     module.PROGRAM = prog  # type: ignore[attr-defined]
+    # the proxy serializes and deserializes here, not in the program: a
+    # serde's failure never reaches the program (contract.SERDE_IN_PROCESS)
+    module.SERDE_IN_PROCESS = frozenset()  # type: ignore[attr-defined]
     _MODULES[spec] = module
     return module

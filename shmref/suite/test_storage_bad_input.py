@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import refimpl
+from shmref.contract import require_serde_in_process
 from shmref.suite.stores import handle_of
 
 
@@ -115,7 +116,9 @@ class TestBadPuts:
 
     def test_failed_put_leaves_no_half_object(self, impl, store_factory, ring_factory):
         """A serializer that lies about its sizes must not leave a chunk behind
-        (the seed allocates first and then wedges every later free)."""
+        (the seed allocates first and then wedges every later free). Judges
+        the store's own serde call: not run where the serde runs elsewhere."""
+        require_serde_in_process(impl, "writer")
         honest = store_factory().handle().serde_class
 
         class LyingSerde:  # the serde class is a constructor argument
