@@ -1,7 +1,13 @@
 """How many small defects in the seed's own code the suite's seed-compatible
 level catches (the mutation score of `-m seed_compatible`).
 
-    python -m bench.seedmutants [--sample 40] [--seed 0] [--out bench/seed-mutants.json]
+    python -m bench.seedmutants [--sample 40 | --all] [--seed 0] [--out bench/seed-mutants.json]
+
+`--all` runs every site once; the results file is rewritten after each
+mutant and a rerun with `--resume` skips the mutants it already holds, so a
+run cut off loses nothing. The Hypothesis profile is `--profile`, else
+$SHMREF_PROFILE, else shmref-quick (shmref-baseline, without shrinking, is
+the full run's: only the verdict is used).
 
 Each mutant is the seed module (built by shmref.seed.build) with one change
 in a method of the ring or the storage: a comparison flipped (`<` / `<=`,
@@ -89,7 +95,7 @@ def mutate(source: str, number: int) -> tuple[str, str]:
         node.ops[index] = FLIP[type(old)]()
         what = f"{type(old).__name__} -> {type(node.ops[index]).__name__}"
     elif kind == "constant":
-        assert isinstance(node, ast.Constant)
+        assert isinstance(node, ast.Constant) and isinstance(node.value, int)
         what = f"{node.value} -> {node.value + 1}"
         node.value += 1
     elif kind == "arith":
@@ -108,13 +114,13 @@ def mutate(source: str, number: int) -> tuple[str, str]:
     return ast.unparse(tree), f"line {line}: {what}"
 
 
-def kill(module_dir: Path, name: str) -> tuple[bool, str, float]:
+def kill(module_dir: Path, name: str, profile: str) -> tuple[bool, str, float]:
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(module_dir), *sys.path])}
     try:
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
-            + ["--shmref-impl", name, "--shmref-profile", "shmref-quick"]
+            + ["--shmref-impl", name, "--shmref-profile", profile]
             + ["--pyargs", "shmref.suite", "-m", "seed_compatible"],
             capture_output=True,
             text=True,
@@ -132,25 +138,48 @@ def kill(module_dir: Path, name: str) -> tuple[bool, str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.seedmutants", description=__doc__)
     parser.add_argument("--sample", type=int, default=40)
+    parser.add_argument("--all", action="store_true", help="every site once (overrides --sample)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench/seed-mutants.json"))
+    parser.add_argument("--resume", action="store_true", help="skip mutants already in --out")
+    parser.add_argument("--profile", default=os.environ.get("SHMREF_PROFILE", "shmref-quick"))
     args = parser.parse_args(argv)
     source = Path(load_impl("seed").__file__ or "").read_text()
     count = len(list(sites(ast.parse(source))))
-    chosen = sorted(random.Random(args.seed).sample(range(count), min(args.sample, count)))
-    rows = []
+    if args.all:
+        chosen = list(range(count))
+    else:
+        chosen = sorted(random.Random(args.seed).sample(range(count), min(args.sample, count)))
+    rows: list[dict[str, object]] = []
+    if args.resume and args.out.exists():
+        rows = [r for r in json.loads(args.out.read_text())["rows"] if r["mutant"] in chosen]
+    done = {r["mutant"] for r in rows}
     with tempfile.TemporaryDirectory() as folder:
         for number in chosen:
+            if number in done:
+                continue
             name = f"seedmutant_{number}"
             text, what = mutate(source, number)
             (Path(folder) / f"{name}.py").write_text(text)
-            killed, last, seconds = kill(Path(folder), name)
+            killed, last, seconds = kill(Path(folder), name, args.profile)
             rows.append({"mutant": number, "what": what, "killed": killed, "pytest": last})
             print(f"{'killed' if killed else 'SURVIVED'}  {number:>4}  {what}  ({seconds:.0f} s)")
-    killed = sum(r["killed"] for r in rows)
-    print(f"{killed} of {len(rows)} killed ({100 * killed / len(rows):.1f} %), of {count} sites")
-    args.out.write_text(json.dumps({"sites": count, "rows": rows}, indent=1) + "\n")
+            sys.stdout.flush()
+            save(args.out, count, args.profile, rows)
+    kills = sum(bool(r["killed"]) for r in rows)
+    share = 100 * kills / max(len(rows), 1)
+    print(f"{kills} of {len(rows)} killed ({share:.1f} %), of {count} sites")
+    save(args.out, count, args.profile, rows)
     return 0
+
+
+def save(out: Path, count: int, profile: str, rows: list[dict[str, object]]) -> None:
+    """The results so far, written whole (a run cut off keeps them)."""
+    rows = sorted(rows, key=lambda r: int(str(r["mutant"])))
+    data = {"sites": count, "profile": profile, "rows": rows}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(out)
 
 
 if __name__ == "__main__":
