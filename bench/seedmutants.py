@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.seedmutants", description=__doc__)
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--all", action="store_true", help="every site once (overrides --sample)")
+    parser.add_argument(
+        "--sites", default="", help="FIRST-LAST: only these sites (to share a run between workers)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench/seed-mutants.json"))
     parser.add_argument("--resume", action="store_true", help="skip mutants already in --out")
@@ -150,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = list(range(count))
     else:
         chosen = sorted(random.Random(args.seed).sample(range(count), min(args.sample, count)))
+    if args.sites:
+        try:
+            low, high = (int(x) for x in args.sites.split("-"))
+        except ValueError:
+            parser.error(f"--sites {args.sites!r}: give FIRST-LAST, e.g. 100-208")
+        chosen = [n for n in chosen if low <= n <= high]
     rows: list[dict[str, object]] = []
     if args.resume and args.out.exists():
         rows = [r for r in json.loads(args.out.read_text())["rows"] if r["mutant"] in chosen]
