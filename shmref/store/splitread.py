@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import traceback
 from typing import Any
 
 from shmref.contract import MissingCapability, has
@@ -104,7 +105,10 @@ class HeldRead:
         try:
             self.outcome = (True, storage.get(*args))
         except BaseException as exc:  # handed to the step that waits for it
-            self.outcome = (False, exc)
+            # its frames hold the store's views of the segment: drop them, or
+            # the segment could not be closed while the exception is kept
+            traceback.clear_frames(exc.__traceback__)
+            self.outcome = (False, exc.with_traceback(None))
         finally:
             self.gate.events.put("done")
 
