@@ -223,12 +223,14 @@ def figure(data: dict[str, Any]) -> str:
     survivors = [r["mutant"] for r in rows if not r["killed"]]
     equivalent = [n for n in survivors if FATES.get(n, ("",))[0] == "equivalent"]
     killed = len(rows) - len(survivors)
+    timeouts = sum(1 for r in rows if r["killed"] and r.get("pytest") == "timeout")
     share = 100 * killed / max(len(rows) - len(equivalent), 1)
     done = "every site" if len(rows) == data["sites"] else f"{len(rows)} of {data['sites']} sites"
     return (
         f"Seed mutants (`python -m bench.seedmutants --all`, {done} run once, "
         f"profile {data.get('profile', '?')}): {killed} of {len(rows)} killed by "
-        f"`-m seed_compatible`, {len(equivalent)} equivalent "
+        f"`-m seed_compatible` ({timeouts} by the {LIMIT} s limit), "
+        f"{len(equivalent)} equivalent "
         f"({share:.1f} % of the non-equivalent killed); "
         f"{len(survivors) - len(equivalent)} survivor(s) since closed by a property "
         "(docs/seed-mutants.md)."
