@@ -52,13 +52,13 @@ TABLE = Path("docs/seed-mutants.md")
 FATES: dict[int, tuple[str, str]] = {
     8: (
         "closed",
-        "`test_ring.py::test_the_id_bound_is_four_signed_bytes` (ID_MAX 3**31: ids "
+        "`test_ring_limits.py::test_the_id_bound_is_four_signed_bytes` (ID_MAX 3**31: ids "
         "past 2**31 - 1 overflow the 4-byte id field instead of wrapping)",
     ),
-    9: ("closed", "`test_ring.py::test_the_id_bound_is_four_signed_bytes` (ID_MAX 2**32)"),
+    9: ("closed", "`test_ring_limits.py::test_the_id_bound_is_four_signed_bytes` (ID_MAX 2**32)"),
     12: (
         "closed",
-        "`test_ring.py::test_a_reader_cannot_attach_beyond_the_segment` (the attach "
+        "`test_ring_limits.py::test_a_reader_cannot_attach_beyond_the_segment` (the attach "
         "check subtracts the secret: a reader up to 64 bytes larger than the segment is taken)",
     ),
     119: (
