@@ -318,3 +318,93 @@ def test_the_plugin_judges_the_store_by_its_level(stores, store, marker, failing
     }
     assert failed == {label.split("::", 1)[1] for label in failing}, run.stdout[-3000:]
     assert run.returncode == (1 if failing else 0), run.stdout[-3000:]
+
+
+# -- reads held at the store's serde (shmref.store.splitread) ----------------------------------
+
+
+def test_a_held_read_lets_the_writer_act_between_the_steps(stores):
+    """On the count-last store: a read begun, the writer puts and frees, the
+    read is copied and ended with its own value, and its count (at the end
+    of the object, where the seed's layout has none) frees the chunk."""
+    from shmref.store.driver import Driver
+
+    with Driver(stores["seed_count_last"], 8, n_readers=1, id_max=5, max_obj=3) as story:
+        assert story.put("a", 2).status == "ok"
+        assert story.get_begin(0, ("a", 0, 0)).status == "ok"
+        assert story.put("b", 2).status == "ok"
+        story.free_unused()
+        assert story.observe()["key_index"] == {"a": (0, 0), "b": (2, 1)}  # a: not read yet
+        assert story.get_copy(0).status == "ok"
+        assert story.get_end(0).result == "a"
+        story.free_unused()
+        assert story.observe()["key_index"] == {"b": (2, 1)}
+
+
+def test_a_get_that_bypasses_the_handles_serde_is_not_split(stores):
+    """A store whose get deserializes with a serde of its own cannot be held
+    at the handle's: its split reads are not run (never passed)."""
+    from shmref.contract import MissingCapability
+    from shmref.store.driver import Driver
+
+    seed = stores["seed"]
+
+    class OwnSerde(seed.SingleWriterShmObjectStorage):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.ser_de = seed.MsgpackSerde()
+
+        @staticmethod
+        def create_from_handle(handle: Any) -> Any:
+            ring = seed.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
+            return OwnSerde(
+                handle.max_object_size,
+                handle.n_readers,
+                ring,
+                handle.serde_class,
+                handle.reader_lock,
+            )
+
+    module = ModuleType("own_serde_store")
+    module.SingleWriterShmRingBuffer = seed.SingleWriterShmRingBuffer
+    module.SingleWriterShmObjectStorage = OwnSerde
+    with Driver(module, 8, n_readers=1, id_max=5, max_obj=3) as story:
+        story.put("a", 2)
+        with pytest.raises(MissingCapability, match="split read"):
+            story.get_begin(0, ("a", 0, 0))
+
+
+def test_the_machine_catches_a_count_in_the_wrong_place(stores):
+    """The count-last store with its reads counted where the seed counts
+    (the object's first 4 bytes, its metadata here): the seed-compatible
+    machine, judging through the API, fails it."""
+    from shmref.testing.machine import level_overrides, machine_for
+
+    store = stores["seed_count_last"]
+
+    class Misplaced(store.SingleWriterShmObjectStorage):
+        def increment_reader_flag(self, data_view: memoryview) -> None:
+            with self.ring_buffer.access_buf(self._reading) as (view, _):
+                super().increment_reader_flag(view[:4])
+
+        def get(self, address: int, *args: Any) -> Any:
+            self._reading = address
+            return super().get(address, *args)
+
+        @staticmethod
+        def create_from_handle(handle: Any) -> Any:
+            ring = store.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
+            return Misplaced(
+                handle.max_object_size,
+                handle.n_readers,
+                ring,
+                handle.serde_class,
+                handle.reader_lock,
+            )
+
+    broken = ModuleType("misplaced_count_store")
+    broken.SingleWriterShmRingBuffer = store.SingleWriterShmRingBuffer
+    broken.SingleWriterShmObjectStorage = Misplaced
+    with pytest.raises(AssertionError):
+        quick(machine_for(broken, **level_overrides("seed"))).TestCase().runTest()
+    quick(machine_for(store, **level_overrides("seed"))).TestCase().runTest()  # the store passes
