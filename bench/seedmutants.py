@@ -82,6 +82,11 @@ FATES: dict[int, tuple[str, str]] = {
         "raises ValueError at the next check (not a list / not a str); only the "
         "message differs, and exceptions are judged by type (shmref.core.vocabulary)",
     ),
+    140: (
+        "equivalent",
+        "a signature byte of 256 passes the range check, then bytes(signature) "
+        "raises ValueError on it: the same exception type, another message",
+    ),
     119: (
         "equivalent",
         "clear() keeps id_index: ids go on increasing after a clear, and a put "
