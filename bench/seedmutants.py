@@ -71,6 +71,11 @@ FATES: dict[int, tuple[str, str]] = {
         "`test_ring_limits.py::test_a_dropped_writer_ring_removes_its_segment` "
         "(__del__ without close(): a dropped writer ring leaks its segment)",
     ),
+    47: (
+        "closed",
+        "`test_ring_limits.py::test_a_size_of_one_is_allocated` (allocate_buf asserts "
+        "size > 1: a one-byte chunk is refused)",
+    ),
     88: (
         "closed",
         "`test_ring_limits.py::test_free_buf_stops_once_it_freed_nbytes` "

@@ -57,3 +57,10 @@ def test_a_dropped_writer_ring_removes_its_segment(impl):
     if os.path.exists(f"/dev/shm/{name}"):
         os.unlink(f"/dev/shm/{name}")  # the leak guard is not the point here
         pytest.fail(f"segment {name} left after its writer ring was collected")
+
+
+def test_a_size_of_one_is_allocated(ring_factory):
+    """The smallest chunk: one byte of data after the 8-byte header."""
+    ring = ring_factory(100)
+    assert ring.allocate_buf(1) == (0, 0)
+    assert ring.allocate_buf(1) == (9, 1)
