@@ -103,10 +103,15 @@ FATES: dict[int, tuple[str, str]] = {
         "clear() keeps id_index: ids go on increasing after a clear, and a put "
         "writes id_index[id] before free_unused can read it, so a stale entry is never read",
     ),
-    192: (
+    191: (
         "equivalent",
         "touch's default address 0 -> 1: the writer ignores the address, and a "
         "reader is handed the address with the handle it touches (vLLM passes it)",
+    ),
+    192: (
+        "equivalent",
+        "touch's default monotonic_id 0 -> 1: as #191, the writer ignores it and a "
+        "reader passes the handle's id",
     ),
 }
 
