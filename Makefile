@@ -80,9 +80,11 @@ bench-plots:
 	$(PYTHON) -m bench --report-only bench/results.json --update-readme > /dev/null
 
 # The seed-compatible level's mutation score: small defects in the seed's own
-# code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`.
+# code, each judged by `pytest --shmref-impl MUTANT -m seed_compatible`
+# (ALL=1: every site once, resumable; SHMREF_PROFILE=shmref-baseline skips
+# shrinking; then `python -m bench.seedmutants --table`).
 mutation-score: setup
-	$(PYTHON) -m bench.seedmutants --sample $(or $(SAMPLE),40)
+	$(PYTHON) -m bench.seedmutants $(if $(ALL),--all --resume --out bench/seed-mutants-full.json,--sample $(or $(SAMPLE),40))
 
 # native_store (examples/native_store/README.md): its C core built in place by
 # cffi into examples/native_store/build/; the mutants are the same source with

@@ -193,17 +193,15 @@ CAPABILITIES: tuple[Capability, ...] = (
         "storage",
         "ring_buffer",
         False,
-        "the storage's ring (constructor "
-        "argument): a read split into begin/copy/end from the seed's pieces",
+        "the storage's ring (constructor argument): the fuzzer's reader-side ring calls",
     ),
     Capability(
         "storage",
         "verify_signature",
         False,
-        "split read: check a handle, as a step of its own (a refusal there is "
+        "a reader's signature check, as a step of its own (a refusal there is "
         "`rejected`, after it `stale`: shmref.core.vocabulary)",
     ),
-    Capability("storage", "increment_reader_flag", False, "split read: count a read"),
     Capability(
         "storage", "get_begin", False, "native split read (refimpl's), preferred when present"
     ),
@@ -220,7 +218,6 @@ CAPABILITIES: tuple[Capability, ...] = (
 REQUIRED = tuple(c for c in CAPABILITIES if c.required)
 OPTIONAL = tuple(c for c in CAPABILITIES if not c.required)
 SPLIT_READ_NATIVE = ("get_begin", "get_copy", "get_end")
-SPLIT_READ_COMPOSED = ("ring_buffer", "verify_signature", "increment_reader_flag")
 
 
 class MissingCapability(Exception):
@@ -241,15 +238,13 @@ def has(obj: Any, name: str) -> bool:
 
 
 def split_read_missing(storage: Any) -> str | None:
-    """None if reads can be split (natively or composed), else what is missing."""
-    if all(has(storage, n) for n in SPLIT_READ_NATIVE):
+    """None if reads can be split: natively, or (shmref.store.splitread) by
+    holding the store's own `get` at its serde, which every store's `get`
+    is given through the handle's `serde_class`; no bytes of the segment are
+    read for it (what they mean is the store's layout)."""
+    if all(has(storage, n) for n in SPLIT_READ_NATIVE) or has(storage, "get"):
         return None
-    lacking = [n for n in SPLIT_READ_COMPOSED if not has(storage, n)]
-    return (
-        None
-        if not lacking
-        else "storage." + " or storage.".join(["get_begin/get_copy/get_end", *lacking])
-    )
+    return "storage.get_begin/get_copy/get_end or storage.get"
 
 
 SERDE_IN_PROCESS = "SERDE_IN_PROCESS"

@@ -87,6 +87,7 @@ def _module_with_new_names() -> types.ModuleType:
     module.SingleWriterShmRingBuffer = _Ring  # type: ignore[attr-defined]
     module.SingleWriterShmObjectStorage = type("S", (), {"put": lambda self: None})  # type: ignore[attr-defined]
     module.ShmObjectStorageHandle = _Handle  # type: ignore[attr-defined]
+    module.ObjectSerde = type("O", (), {"serialize": lambda self: None})  # type: ignore[attr-defined]
     return module
 
 
@@ -98,6 +99,7 @@ def test_introspection_finds_new_methods_attributes_and_fields() -> None:
         "SingleWriterShmRingBuffer.__init__",
         "ShmObjectStorageHandle.extra_field",
         "SingleWriterShmObjectStorage.put",
+        "ObjectSerde.serialize",
     ):
         assert name in names
 

@@ -3,7 +3,10 @@ store is judged, not its serde (issue 23).
 
 Fixture stores (tests/stores/, built from the seed's text at import time):
 `seed_other_layout` behaves as the seed on a segment laid out otherwise
-(secret at the end, big-endian integers); `seed_pickle_serde` and
+(secret at the end, big-endian integers); `seed_count_last` behaves as the
+seed with its objects laid out `[metadata][data][count]` inside a chunk and
+the seed's optional pieces on offer (a read composed from them with the
+seed's object layout would be wrong); `seed_pickle_serde` and
 `seed_json_serde` are the seed's code with a serde of their own as default
 (more bytes per object than msgpack; JSON refuses bytes and reads int keys
 back as strings). In `make test`: the
@@ -12,8 +15,8 @@ count probe tells the two layouts apart, a hazard replay of a store whose
 counts are not the seed's still catches a misplaced count (through the API)
 and clears a correct store, and the side-by-side machine with the store's
 own serde passes the pickle store and catches a broken one. `slow`, end to
-end: the layout store gets the seed's verdict on every property outside
-seed-layout and fails seed-layout; the serde store passes seed-compatible
+end: the layout stores get the seed's verdict on every property outside
+seed-layout and fail seed-layout; the serde store passes seed-compatible
 as the seed does."""
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 STORES = Path(__file__).resolve().parent / "stores"
 CLI = [pytest.mark.slow, pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
 LAYOUT_PROPERTIES = {g.label for g in TEST_GROUPS if g.level == LAYOUT}
-FIXTURES = ("seed_other_layout", "seed_pickle_serde", "seed_json_serde")
+FIXTURES = ("seed_other_layout", "seed_pickle_serde", "seed_json_serde", "seed_count_last")
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +82,28 @@ def history(impl: ModuleType) -> list[Any]:
         ring.close()
 
 
-def test_the_layout_store_returns_what_the_seed_returns(stores):
-    assert history(stores["seed_other_layout"]) == history(stores["seed"])
+@pytest.mark.parametrize("store", ["seed_other_layout", "seed_count_last"])
+def test_the_layout_store_returns_what_the_seed_returns(stores, store):
+    assert history(stores[store]) == history(stores["seed"])
+
+
+def test_the_count_last_store_lays_objects_out_its_own_way(stores):
+    """`[metadata][data][count]`: the seed's object layout read from its
+    bytes (count first, then the serde's bytes) is not this store's, though
+    it has every piece a read could be composed from."""
+    impl = stores["seed_count_last"]
+    ring = impl.SingleWriterShmRingBuffer(256, create=True)
+    try:
+        storage = impl.SingleWriterShmObjectStorage(64, 1, ring)
+        address, _ = storage.put("k", b"value")
+        assert all(hasattr(storage, n) for n in ("verify_signature", "increment_reader_flag"))
+        with ring.access_buf(address) as (view, _header):
+            assert ring.byte2int(view[:4]) != 0  # the seed's count is the metadata here
+            with pytest.raises(Exception):  # noqa: B017 - any refusal of the wrong bytes
+                assert storage.ser_de.deserialize(view[4:]) == b"value"
+            assert storage.ser_de.deserialize(view[:-4]) == b"value"
+    finally:
+        ring.close()
 
 
 def test_the_layout_store_has_other_bytes(stores):
@@ -241,6 +264,23 @@ def test_the_layout_store_gets_the_seeds_verdict_outside_the_layout_claim(stores
 @pytest.mark.slow
 @pytest.mark.tlc
 @pytest.mark.xdist_group("conformance")
+def test_the_count_last_store_gets_the_seeds_verdict_outside_the_layout_claim(stores, tmp_path):
+    """Objects laid out `[metadata][data][count]` with the seed's optional
+    pieces on offer: reads are the store's own `get` held at its serde
+    (shmref.store.splitread), never composed from the seed's object layout,
+    so every property outside seed-layout gets the seed's status; the layout
+    claim fails where the object's bytes are read."""
+    checks = run_oracle("seed_count_last", tmp_path)
+    outside = {k: v for k, v in checks.items() if k[0] != LAYOUT}
+    differ = {k: v for k, v in outside.items() if v[0] != v[1]}
+    assert outside and not differ, (differ, failures_in(tmp_path, differ))
+    claim = {k[1]: v for k, v in checks.items() if k[0] == LAYOUT}
+    assert claim["test_storage.py::test_object_layout_in_segment"] == ("FAIL", "pass"), claim
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@pytest.mark.xdist_group("conformance")
 def test_the_serde_store_passes_seed_compatible_as_the_seed(stores, tmp_path):
     """A serde with more overhead (48-byte units) changes no verdict: the
     store gets the seed's status on every property of every level."""
@@ -285,3 +325,93 @@ def test_the_plugin_judges_the_store_by_its_level(stores, store, marker, failing
     }
     assert failed == {label.split("::", 1)[1] for label in failing}, run.stdout[-3000:]
     assert run.returncode == (1 if failing else 0), run.stdout[-3000:]
+
+
+# -- reads held at the store's serde (shmref.store.splitread) ----------------------------------
+
+
+def test_a_held_read_lets_the_writer_act_between_the_steps(stores):
+    """On the count-last store: a read begun, the writer puts and frees, the
+    read is copied and ended with its own value, and its count (at the end
+    of the object, where the seed's layout has none) frees the chunk."""
+    from shmref.store.driver import Driver
+
+    with Driver(stores["seed_count_last"], 8, n_readers=1, id_max=5, max_obj=3) as story:
+        assert story.put("a", 2).status == "ok"
+        assert story.get_begin(0, ("a", 0, 0)).status == "ok"
+        assert story.put("b", 2).status == "ok"
+        story.free_unused()
+        assert story.observe()["key_index"] == {"a": (0, 0), "b": (2, 1)}  # a: not read yet
+        assert story.get_copy(0).status == "ok"
+        assert story.get_end(0).result == "a"
+        story.free_unused()
+        assert story.observe()["key_index"] == {"b": (2, 1)}
+
+
+def test_a_get_that_bypasses_the_handles_serde_is_not_split(stores):
+    """A store whose get deserializes with a serde of its own cannot be held
+    at the handle's: its split reads are not run (never passed)."""
+    from shmref.contract import MissingCapability
+    from shmref.store.driver import Driver
+
+    seed = stores["seed"]
+
+    class OwnSerde(seed.SingleWriterShmObjectStorage):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.ser_de = seed.MsgpackSerde()
+
+        @staticmethod
+        def create_from_handle(handle: Any) -> Any:
+            ring = seed.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
+            return OwnSerde(
+                handle.max_object_size,
+                handle.n_readers,
+                ring,
+                handle.serde_class,
+                handle.reader_lock,
+            )
+
+    module = ModuleType("own_serde_store")
+    module.SingleWriterShmRingBuffer = seed.SingleWriterShmRingBuffer
+    module.SingleWriterShmObjectStorage = OwnSerde
+    with Driver(module, 8, n_readers=1, id_max=5, max_obj=3) as story:
+        story.put("a", 2)
+        with pytest.raises(MissingCapability, match="split read"):
+            story.get_begin(0, ("a", 0, 0))
+
+
+def test_the_machine_catches_a_count_in_the_wrong_place(stores):
+    """The count-last store with its reads counted where the seed counts
+    (the object's first 4 bytes, its metadata here): the seed-compatible
+    machine, judging through the API, fails it."""
+    from shmref.testing.machine import level_overrides, machine_for
+
+    store = stores["seed_count_last"]
+
+    class Misplaced(store.SingleWriterShmObjectStorage):
+        def increment_reader_flag(self, data_view: memoryview) -> None:
+            with self.ring_buffer.access_buf(self._reading) as (view, _):
+                super().increment_reader_flag(view[:4])
+
+        def get(self, address: int, *args: Any) -> Any:
+            self._reading = address
+            return super().get(address, *args)
+
+        @staticmethod
+        def create_from_handle(handle: Any) -> Any:
+            ring = store.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
+            return Misplaced(
+                handle.max_object_size,
+                handle.n_readers,
+                ring,
+                handle.serde_class,
+                handle.reader_lock,
+            )
+
+    broken = ModuleType("misplaced_count_store")
+    broken.SingleWriterShmRingBuffer = store.SingleWriterShmRingBuffer
+    broken.SingleWriterShmObjectStorage = Misplaced
+    with pytest.raises(AssertionError):
+        quick(machine_for(broken, **level_overrides("seed"))).TestCase().runTest()
+    quick(machine_for(store, **level_overrides("seed"))).TestCase().runTest()  # the store passes

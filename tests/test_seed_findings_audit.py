@@ -1,4 +1,4 @@
-"""Regression pairs for the findings of the method audit (FINDINGS.md #20-#24).
+"""Regression pairs for the findings of the method audit (FINDINGS.md #20-#25).
 
 As in tests/test_seed_findings.py: each `_seed` test shows the defect on the
 seed's code (it fails once the defect is gone); each `_refimpl` test shows
@@ -9,9 +9,11 @@ defect. The searches that met them are tests/test_seed_audit_*.py.
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import pytest
 from audit_support import seed, writer_and_reader
+from test_seed_audit_serde import META, PAYLOAD, serde_for
 from test_seed_audit_store import audit_increment_writer_flag, audit_writer_constructor
 from test_seed_audit_writer import audit_requests_in_flight
 
@@ -130,3 +132,39 @@ def test_f24_unhashable_key_is_a_value_error_refimpl(ref: ModuleType, method: st
     with writer_and_reader(ref) as (writer, _):
         with pytest.raises(ValueError):
             getattr(writer, method)(["k"])
+
+
+# -- 25. a list payload shorter than declared is stored with stale bytes -----------------
+
+
+def _short_list_put(mod: ModuleType) -> tuple[Any, Any]:
+    """An earlier object's bytes, then a put whose serde declares 8 data
+    bytes more than its list of parts holds."""
+    ring = mod.SingleWriterShmRingBuffer(512, create=True)
+    writer = mod.SingleWriterShmObjectStorage(
+        96, 0, ring, serde_class=serde_for("list", 8, 0, False)
+    )
+    writer.put("old", b"\xee" * 80)
+    writer.free_unused()
+    return ring, writer
+
+
+def test_f25_short_list_payload_keeps_stale_bytes_seed(seed: ModuleType) -> None:
+    ring, writer = _short_list_put(seed)
+    try:
+        address, monotonic_id = writer.put("k", "bad")
+        stored = writer.get(address, monotonic_id)
+        assert stored == META + PAYLOAD + b"\xee" * 8  # the earlier object's bytes
+    finally:
+        ring.close()
+
+
+def test_f25_short_list_payload_is_refused_refimpl(ref: ModuleType) -> None:
+    ring, writer = _short_list_put(ref)
+    try:
+        live = dict(ring.metadata)
+        with pytest.raises(ValueError, match="do not match"):
+            writer.put("k", "bad")
+        assert ring.metadata == live and not writer.is_cached("k")  # nothing allocated
+    finally:
+        ring.close()

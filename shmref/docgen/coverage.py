@@ -27,7 +27,12 @@ from tabulate import tabulate  # type: ignore[import-untyped]
 
 from shmref.docgen.datafiles import load_entries
 
-CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage", "ShmObjectStorageHandle")
+CLASSES = (
+    "SingleWriterShmRingBuffer",
+    "SingleWriterShmObjectStorage",
+    "ObjectSerde",  # the seed's third class: the serde interface every value passes through
+    "ShmObjectStorageHandle",
+)
 HOWS = ("Hypothesis search", "TLC model", "hand probe", "not examined")
 DUNDERS = ("__init__", "__del__")  # the constructor and finalizer are behaviour too
 # the tests that can back a way of examining (a row claiming it must list one)

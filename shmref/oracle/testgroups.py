@@ -61,6 +61,7 @@ class TestGroup:
 
 TEST_GROUPS: tuple[TestGroup, ...] = (
     TestGroup(SEED, "test_ring.py", "ring: docstring scenarios, ids"),
+    TestGroup(SEED, "test_ring_limits.py", "ring: id bound, attach size, free_buf's stop, __del__"),
     TestGroup(SEED, "test_storage.py", "storage: handles, counting, reclamation"),
     TestGroup(SEED, "test_storage_readers.py", "storage: readers in other processes and threads"),
     TestGroup(SEED, "test_storage_bad_input.py", "storage: its validation kept under python -O"),

@@ -17,7 +17,7 @@ from contextlib import suppress
 from types import ModuleType
 from typing import Any
 
-from shmref.core.vocabulary import InjectedCopyFailure, exception_named
+from shmref.core.vocabulary import exception_named
 from shmref.seed.impl import load_impl
 from shmref.store import splitread
 
@@ -42,8 +42,9 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
     ("verify", [handles])                       -> (intact reads, problems)
     Each answers (outcome, value-or-message)."""
     impl = load_impl(impl_name)
+    handle = copy.copy(handle)
+    handle.serde_class = serde_class = splitread.cut_serde(handle.serde_class)
     storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
-    serde = handle.serde_class()  # for reads composed from the seed's pieces
     read = None
     try:
         while True:
@@ -55,7 +56,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
                 results.put(_outcome(storage.get, *args))
             elif verb == "begin":
                 outcome = _outcome(
-                    functools.partial(splitread.begin, serde=serde, lock=handle.reader_lock),
+                    functools.partial(splitread.begin, serde_class=serde_class),
                     storage,
                     *args,
                 )
@@ -159,21 +160,20 @@ class ReaderProcess:
 
 class LocalReader:
     """A reader storage in this process, attached through the writer's handle.
-    Its serde class is the handle's, wrapped so that one copy can be made to
-    fail (the spec's COPY_FAIL) without touching the storage's attributes."""
+    Its serde class is the handle's, wrapped (splitread.CutSerde) so that one
+    copy can be made to fail (the spec's COPY_FAIL) and a `get` can be held
+    at its serde, without touching the storage's attributes."""
 
     def __init__(self, impl: ModuleType, handle: Any) -> None:
-        self.serde_class: Any = failable(handle.serde_class)
+        self.serde_class = splitread.cut_serde(handle.serde_class)
         handle = copy.copy(handle)
         handle.serde_class = self.serde_class
         self.storage = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
-        self.lock = handle.reader_lock
-        self.serde = self.serde_class()
         self.read: Any = None
 
     def begin(self, *args: Any) -> None:
         self.abandon()
-        self.read = splitread.begin(self.storage, *args, serde=self.serde, lock=self.lock)
+        self.read = splitread.begin(self.storage, *args, serde_class=self.serde_class)
 
     def copy(self, fail: bool = False) -> None:
         self.serde_class.fail = fail
@@ -230,24 +230,3 @@ class RemoteReader:
 
     def close(self) -> None:
         self.process.stop()
-
-
-def failable(inner: type) -> type:
-    """A serde class that behaves as `inner` until its class flag `fail` is set."""
-
-    class FailableSerde:
-        fail = False
-
-        def __init__(self) -> None:
-            self.inner = inner()
-
-        def serialize(self, value: Any) -> Any:
-            return self.inner.serialize(value)
-
-        def deserialize(self, data: Any) -> Any:
-            if type(self).fail:
-                raise InjectedCopyFailure("injected deserialize failure")
-            return self.inner.deserialize(data)
-
-    FailableSerde.__name__ = f"Failable{getattr(inner, '__name__', 'Serde')}"
-    return FailableSerde

@@ -1,12 +1,16 @@
 """A read in three steps (get_begin, get_copy, get_end) on any implementation.
 
-refimpl has the three methods. For an implementation that only has the seed's
-`get`, the same read is composed from the contract's pieces (shmref.contract:
-`verify_signature`, `ring_buffer.access_buf`, `increment_reader_flag`), the
-serde instance and the reader lock that the caller put in the handle, and the
-documented object layout (a 4-byte read count, then the serde's bytes):
-exactly the seed's `get`, cut where the spec cuts it, so that the writer can
-act between the steps. No private attribute of the storage is read.
+refimpl has the three methods. An implementation that only has the seed's
+`get` is read through its own `get`, held at its serde: the reader storage
+is built with a serde class of ours (`CutSerde`, wrapping the handle's),
+and `get` runs in a thread that stops when it calls `deserialize` (its
+checks are done: get_begin) and again when deserialize has read the bytes
+(get_copy); get_end lets it finish (its count). So the writer acts between
+the steps exactly where the spec cuts a read, and what the segment's bytes
+mean stays the store's business: no object layout is assumed (the seed's
+`[count][serde bytes]` is the seed-layout level's claim, not the contract).
+A store whose `get` never calls the handle's serde cannot be cut: its
+split-read properties are `not run: missing` (MissingCapability).
 
 A reader's signature check runs as its own step first (`check_signature`,
 on every implementation), so that a refused handle is told from a stale one
@@ -16,37 +20,137 @@ by where the ValueError was raised, not by its message: a ValueError of
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+import queue
+import threading
+import traceback
 from typing import Any
 
-from shmref.contract import COUNT_BYTES, MissingCapability, has, split_read_missing
-from shmref.core.vocabulary import HandleRejected
+from shmref.contract import MissingCapability, has
+from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure
+
+WAIT = 120.0  # seconds a step waits for the reading thread
+UNCUT = (
+    "a split read: storage.get_begin/get_copy/get_end, or a get that deserializes "
+    "through the handle's serde_class"
+)
 
 
-class SeedRead:
-    """An in-flight read composed from the seed's API."""
+class ReadAbandoned(Exception):
+    """Raised inside a held `get` whose read will not be ended."""
 
-    def __init__(
-        self, storage: Any, resources: ExitStack, view: Any, serde: Any, lock: Any
-    ) -> None:
-        self.storage, self.resources, self.view = storage, resources, view
-        self.serde, self.lock = serde, lock
-        self.value: Any = None
+
+class Gate:
+    """Where a held `get` waits: `events` from the reading thread, `go` to it."""
+
+    def __init__(self) -> None:
+        self.events: queue.Queue[str] = queue.Queue()
+        self.go: queue.Queue[str] = queue.Queue()
+
+    def arrive(self, stage: str) -> None:
+        """Called in the reading thread: say where it is, wait to go on."""
+        self.events.put(stage)
+        try:
+            command = self.go.get(timeout=10 * WAIT)
+        except queue.Empty:
+            command = "abort"
+        if command == "abort":
+            raise ReadAbandoned(f"read abandoned at {stage}")
+
+
+class CutSerde:
+    """A serde class (subclassed per reader by `cut_serde`) that behaves as
+    `inner`, fails one copy when `fail` is set (the spec's COPY_FAIL), and
+    holds a split read's `get` at its deserialize while `gate` is set."""
+
+    inner: type
+    fail = False
+    gate: Gate | None = None
+
+    def __init__(self) -> None:
+        self.serde = self.inner()
+
+    def serialize(self, value: Any) -> Any:
+        return self.serde.serialize(value)
+
+    def deserialize(self, data: Any) -> Any:
+        gate = type(self).gate
+        if gate is not None:
+            gate.arrive("copy")
+        if type(self).fail:
+            raise InjectedCopyFailure("injected deserialize failure")
+        value = self.serde.deserialize(data)
+        if gate is not None:
+            gate.arrive("end")
+        return value
+
+
+def cut_serde(inner: type) -> type[CutSerde]:
+    """A CutSerde class of its own for one reader storage."""
+    name = f"Cut{getattr(inner, '__name__', 'Serde')}"
+    return type(name, (CutSerde,), {"inner": inner, "fail": False, "gate": None})
+
+
+class HeldRead:
+    """An in-flight read: the store's own `get` in a thread, held at its serde."""
+
+    def __init__(self, storage: Any, serde_class: type[CutSerde], args: tuple[Any, ...]) -> None:
+        self.serde_class, self.gate = serde_class, Gate()
+        self.outcome: tuple[bool, Any] | None = None  # (returned, value or exception)
+        self.done = False
+        serde_class.gate = self.gate
+        self.thread = threading.Thread(target=self._run, args=(storage, args), daemon=True)
+        self.thread.start()
+
+    def _run(self, storage: Any, args: tuple[Any, ...]) -> None:
+        try:
+            self.outcome = (True, storage.get(*args))
+        except BaseException as exc:  # handed to the step that waits for it
+            # its frames hold the store's views of the segment: drop them, or
+            # the segment could not be closed while the exception is kept
+            traceback.clear_frames(exc.__traceback__)
+            self.outcome = (False, exc.with_traceback(None))
+        finally:
+            self.gate.events.put("done")
+
+    def wait(self) -> str:
+        if self.done:  # the get is over: what it gave, again
+            return self.finished()
+        try:
+            stage = self.gate.events.get(timeout=WAIT)
+        except queue.Empty:
+            raise TimeoutError(f"the store's get gave no sign in {WAIT:.0f} s") from None
+        if stage == "done":
+            self.done, self.serde_class.gate = True, None
+            return self.finished()
+        return stage
+
+    def finished(self) -> str:
+        assert self.outcome is not None
+        returned, result = self.outcome
+        if not returned:
+            raise result
+        return "done"
+
+    def step(self) -> Any:
+        """Let the held get go on to its next stop (or its end)."""
+        if not self.done:
+            self.gate.go.put("go")
+        return self.wait()
 
     def copy(self) -> None:
-        self.value = self.serde.deserialize(self.view[COUNT_BYTES:])
-
-    def close(self) -> None:
-        self.resources.close()
+        self.step()
 
     def end(self) -> Any:
-        try:
-            if self.lock is not None:
-                with self.lock:
-                    self.storage.increment_reader_flag(self.view[:COUNT_BYTES])
-        finally:
-            self.resources.close()
-        return self.value
+        if self.step() != "done":
+            raise RuntimeError("the store's get deserialized twice in one read")
+        assert self.outcome is not None
+        return self.outcome[1]
+
+    def close(self) -> None:
+        if not self.done and self.thread.is_alive():
+            self.gate.go.put("abort")
+            self.thread.join(WAIT)
+        self.serde_class.gate = None
 
 
 def check_signature(
@@ -88,6 +192,10 @@ def touch(storage: Any, key: Any, address: int, monotonic_id: int, signature: An
         raise
 
 
+def native(storage: Any) -> bool:
+    return all(has(storage, n) for n in ("get_begin", "get_copy", "get_end"))
+
+
 def begin(
     storage: Any,
     address: int,
@@ -95,51 +203,39 @@ def begin(
     signature: Any,
     key: Any,
     *,
-    serde: Any = None,
-    lock: Any = None,
+    serde_class: type[CutSerde] | None = None,
 ) -> Any:
-    """Start a read. `serde` (an instance of the handle's serde class) and
-    `lock` (the handle's reader lock; None for the writer, which does not
-    count) are needed only when the read is composed from the seed's pieces."""
-    if (
-        hasattr(storage, "get_begin")
-        and hasattr(storage, "get_copy")
-        and hasattr(storage, "get_end")
-    ):
-        checked = check_signature(storage, address, monotonic_id, signature, key)
+    """Start a read. `serde_class`: the CutSerde class the reader storage was
+    built with (needed only when the store has no split read of its own)."""
+    checked = check_signature(storage, address, monotonic_id, signature, key)
+    if native(storage):
         try:
             return storage.get_begin(address, monotonic_id, signature, key)
         except ValueError as exc:
             unnamed_refusal(checked, exc)
             raise
-    lacking = split_read_missing(storage)
-    if lacking is not None:
-        raise MissingCapability(lacking)
-    if serde is None:
-        raise MissingCapability("a serde instance for a composed split read")
-    check_signature(storage, address, monotonic_id, signature, key)
-    resources = ExitStack()
+    if serde_class is None:
+        raise MissingCapability(UNCUT)
+    read = HeldRead(storage, serde_class, (address, monotonic_id, signature, key))
     try:
-        view, (chunk_id, _size) = resources.enter_context(storage.ring_buffer.access_buf(address))
-        if chunk_id != monotonic_id:
-            raise ValueError(
-                f"Data for address:id '{address}:{monotonic_id}' has been modified or is invalid."
-            )
-    except BaseException:
-        resources.close()
+        stage = read.wait()
+    except ValueError as exc:
+        unnamed_refusal(checked, exc)
         raise
-    return SeedRead(storage, resources, view, serde, lock)
+    if stage == "done":  # get returned without calling the serde: no place to cut
+        raise MissingCapability(UNCUT)
+    return read
 
 
 def copy(storage: Any, read: Any) -> None:
-    if isinstance(read, SeedRead):
+    if isinstance(read, HeldRead):
         read.copy()
     else:
         storage.get_copy(read)
 
 
 def end(storage: Any, read: Any) -> Any:
-    if isinstance(read, SeedRead):
+    if isinstance(read, HeldRead):
         return read.end()
     return storage.get_end(read)
 

@@ -208,6 +208,22 @@ def test_clear_forgets_hand_out_counts(store_factory, attach):
         assert not writer.is_cached(key), f"{key} (id {writer.placed[key][1]}) not reclaimed"
 
 
+def test_clear_forgets_touches(store_factory, attach):
+    """After clear() a touch from before it protects nothing: the id it named,
+    issued again after the ids wrap, is reclaimed once read."""
+    writer = store_factory(n_readers=1, id_max=4)
+    reader = attach(writer)
+    writer.put("before", 0)  # id 0
+    writer.touch("before")
+    writer.clear()
+    for n in range(1, 5):  # ids 1, 2, 3, then 0 again
+        key = f"k{n}"
+        writer.put(key, n)
+        assert reader.get(*handle_of(writer, key)) == n
+        writer.free_unused()
+        assert not writer.is_cached(key), f"{key} (id {writer.placed[key][1]}) not reclaimed"
+
+
 def test_lockless_writer_get_does_not_count(store_factory):
     """vLLM's sender has no reader lock: its own reads are no reader's."""
     writer = store_factory(n_readers=1)

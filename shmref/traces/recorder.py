@@ -149,7 +149,7 @@ class Recorder:
         outcome = self._call("get_copy", reader, fail=fail)
         if fail and outcome.status == "ok":
             # the injected failure is kept for get_end (refimpl) or raised
-            # now (seed composition): in the spec it happens at get_copy
+            # now (a held get, shmref.store.splitread): in the spec it happens at get_copy
             outcome = Outcome("DeserializeError")
         elif outcome.status == "DeserializeError":
             self.raised_at_copy.add(reader)
@@ -161,7 +161,6 @@ class Recorder:
         if reader in self.raised_at_copy and abandon is not None:
             # The seed's get raised in deserialize: the read ended there, with
             # no increment, which the spec logs as get_end DeserializeError.
-            # (Ending the composed read would increment: shmref.store.splitread.)
             self.raised_at_copy.discard(reader)
             abandon()
             return self._add("get_end", Outcome("DeserializeError"), reader, handle=handle)
