@@ -361,20 +361,7 @@ def test_a_get_that_bypasses_the_handles_serde_is_not_split(stores):
             super().__init__(*args, **kwargs)
             self.ser_de = seed.MsgpackSerde()
 
-        @staticmethod
-        def create_from_handle(handle: Any) -> Any:
-            ring = seed.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
-            return OwnSerde(
-                handle.max_object_size,
-                handle.n_readers,
-                ring,
-                handle.serde_class,
-                handle.reader_lock,
-            )
-
-    module = ModuleType("own_serde_store")
-    module.SingleWriterShmRingBuffer = seed.SingleWriterShmRingBuffer
-    module.SingleWriterShmObjectStorage = OwnSerde
+    module = store_module("own_serde_store", seed.SingleWriterShmRingBuffer, OwnSerde)
     with Driver(module, 8, n_readers=1, id_max=5, max_obj=3) as story:
         story.put("a", 2)
         with pytest.raises(MissingCapability, match="split read"):
@@ -398,20 +385,28 @@ def test_the_machine_catches_a_count_in_the_wrong_place(stores):
             self._reading = address
             return super().get(address, *args)
 
-        @staticmethod
-        def create_from_handle(handle: Any) -> Any:
-            ring = store.SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
-            return Misplaced(
-                handle.max_object_size,
-                handle.n_readers,
-                ring,
-                handle.serde_class,
-                handle.reader_lock,
-            )
-
-    broken = ModuleType("misplaced_count_store")
-    broken.SingleWriterShmRingBuffer = store.SingleWriterShmRingBuffer
-    broken.SingleWriterShmObjectStorage = Misplaced
+    broken = store_module("misplaced_count_store", store.SingleWriterShmRingBuffer, Misplaced)
     with pytest.raises(AssertionError):
         quick(machine_for(broken, **level_overrides("seed"))).TestCase().runTest()
     quick(machine_for(store, **level_overrides("seed"))).TestCase().runTest()  # the store passes
+
+
+def store_module(name: str, ring_cls: type, storage_cls: type) -> ModuleType:
+    """A store module of `ring_cls` and `storage_cls`, whose readers (made by
+    create_from_handle) are `storage_cls` too."""
+
+    def create_from_handle(handle: Any) -> Any:
+        ring = ring_cls(*handle.ring_buffer_handle)
+        return storage_cls(
+            handle.max_object_size,
+            handle.n_readers,
+            ring,
+            handle.serde_class,
+            handle.reader_lock,
+        )
+
+    storage_cls.create_from_handle = staticmethod(create_from_handle)  # type: ignore[attr-defined]
+    module = ModuleType(name)
+    module.SingleWriterShmRingBuffer = ring_cls  # type: ignore[attr-defined]
+    module.SingleWriterShmObjectStorage = storage_cls  # type: ignore[attr-defined]
+    return module
