@@ -223,5 +223,5 @@ def test_make_proofs() -> None:
         [sys.executable, "-m", "proofs"], cwd=REPO, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    if seeddiff._seed_text_path().is_file():  # the differential ran, not skipped
+    if seedring._seed_text_path().is_file():  # the differential ran, not skipped
         assert "SKIPPED: seed text not found" not in done.stdout, done.stdout[-3000:]

@@ -94,6 +94,9 @@ RUN = [
     events("finish", node="test_ring.py::test_b[1]"),
     events("recording", path="r1.json", error=None),
     events("check", unit=[PROTOCOL, "hazard MCX"], check={"status": "assumption"}),
+    # a store program's proxy says why it stops (shmref.process), without a unit: the
+    # parent's own incident event, with the unit, follows it
+    events("incident", status="ERROR", detail="shmref.process: a line that is not JSON"),
     events("incident", unit=[HARDENED, "test_ring.py::TestBadInput::t"], status="CRASH"),
 ]
 OTHERS = {(PROTOCOL, "trace validation"): 1, (PROTOCOL, "hazard MCX"): 1}

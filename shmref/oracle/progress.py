@@ -82,7 +82,7 @@ class Progress:
             self.counts[unit] = self.counts.get(unit, 1) - 1
             if self.counts[unit] <= 0:
                 self.finish(unit)
-        elif kind == "incident":
+        elif kind == "incident" and "unit" in event:  # the parent's, not a program's own
             unit = (event["unit"][0], event["unit"][1])
             self.status[unit] = event["status"]
             self.finish(unit)

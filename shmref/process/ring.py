@@ -161,6 +161,12 @@ class ProxyRing:
         return freed
 
     def __del__(self) -> None:
+        """A ring dropped without close() is closed, as the seed's __del__ closes
+        it (a writer's segment is then removed: no leak); at interpreter exit
+        the program may be gone already, which is no error of the store's."""
+        if hasattr(self, "_closed"):
+            with suppress(Exception):
+                self.close()
         if getattr(self, "_segment", None) is not None:
             with suppress(BufferError, OSError):
                 self._segment.close()

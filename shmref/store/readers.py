@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import hashlib
 import multiprocessing as mp
 import queue
@@ -77,6 +78,18 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
         if read is not None:
             with suppress(Exception):
                 splitread.abandon(read)
+        close_storage(storage)
+
+
+def close_storage(storage: Any) -> None:
+    """Close a reader storage. A read held at its serde (shmref.store.splitread)
+    ran the store's get in a thread: the views of the segment its frames held
+    can stay in reference cycles until the cycle collector runs, and closing a
+    segment with views alive is a BufferError. Collect, then close again."""
+    try:
+        storage.close()
+    except BufferError:
+        gc.collect()
         storage.close()
 
 
@@ -196,7 +209,7 @@ class LocalReader:
 
     def close(self) -> None:
         self.abandon()
-        self.storage.close()
+        close_storage(self.storage)
 
 
 class RemoteReader:
