@@ -78,6 +78,7 @@ def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> Non
         if read is not None:
             with suppress(Exception):
                 splitread.abandon(read)
+        splitread.abandon_all(serde_class)
         close_storage(storage)
 
 
@@ -86,11 +87,15 @@ def close_storage(storage: Any) -> None:
     ran the store's get in a thread: the views of the segment its frames held
     can stay in reference cycles until the cycle collector runs, and closing a
     segment with views alive is a BufferError. Collect, then close again."""
-    try:
-        storage.close()
-    except BufferError:
-        gc.collect()
-        storage.close()
+    for attempt in range(20):
+        try:
+            storage.close()
+            return
+        except BufferError:
+            if attempt == 19:
+                raise
+            gc.collect()  # and a reading thread just abandoned may still be unwinding
+            time.sleep(0.05)
 
 
 def checksummed(key: str, payload: bytes) -> bytes:
@@ -209,6 +214,7 @@ class LocalReader:
 
     def close(self) -> None:
         self.abandon()
+        splitread.abandon_all(self.serde_class)
         close_storage(self.storage)
 
 

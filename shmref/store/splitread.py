@@ -65,6 +65,7 @@ class CutSerde:
     inner: type
     fail = False
     gate: Gate | None = None
+    held: list[HeldRead] = []  # this reader's reads, each until it is over or abandoned
 
     def __init__(self) -> None:
         self.serde = self.inner()
@@ -87,7 +88,7 @@ class CutSerde:
 def cut_serde(inner: type) -> type[CutSerde]:
     """A CutSerde class of its own for one reader storage."""
     name = f"Cut{getattr(inner, '__name__', 'Serde')}"
-    return type(name, (CutSerde,), {"inner": inner, "fail": False, "gate": None})
+    return type(name, (CutSerde,), {"inner": inner, "fail": False, "gate": None, "held": []})
 
 
 class HeldRead:
@@ -99,7 +100,12 @@ class HeldRead:
         self.done = False
         serde_class.gate = self.gate
         self.thread = threading.Thread(target=self._run, args=(storage, args), daemon=True)
+        serde_class.held = [r for r in serde_class.held if r.running()] + [self]
         self.thread.start()
+
+    def running(self) -> bool:
+        thread: threading.Thread = self.thread
+        return thread.is_alive()
 
     def _run(self, storage: Any, args: tuple[Any, ...]) -> None:
         try:
@@ -243,3 +249,14 @@ def end(storage: Any, read: Any) -> Any:
 def abandon(read: Any) -> None:
     """Release a read that will not be ended (its view must not pin the segment)."""
     read.close()
+
+
+def abandon_all(serde_class: Any) -> None:
+    """Before a reader storage closes: every held read of its serde class whose
+    thread still waits is abandoned, wherever the read was lost track of (a
+    waiting get holds views of the segment, and a segment with views cannot
+    be closed)."""
+    for read in getattr(serde_class, "held", []):
+        read.close()
+    if isinstance(serde_class, type) and issubclass(serde_class, CutSerde):
+        serde_class.held = []
