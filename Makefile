@@ -72,7 +72,6 @@ fuzz: setup
 
 bench: setup native rust
 	$(PYTHON) -m bench
-	$(if $(HAVE_CARGO),$(PYTHON) -m bench.ruststore)
 
 # Measure nothing: README.md's benchmark section (plots, compact tables),
 # docs/bench.md (every table) and docs/bench/*.svg from bench/results.json.

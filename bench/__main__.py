@@ -27,6 +27,7 @@ from bench import (
     plots,
     replaybench,
     report,
+    ruststore,
     store,
     stress,
     tlcbench,
@@ -34,7 +35,7 @@ from bench import (
 from bench.common import BENCH_DIR, REPO, cleanup_guard, load_native, progress
 from shmref.testing import shmtrack
 
-SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance")
+SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance", "rust")
 # Minutes each (valgrind; four conformance runs): --quick runs them only when named.
 SLOW_SECTIONS = {"instructions", "conformance"}
 
@@ -213,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                     results["replay"] = found
             if "conformance" in sections:
                 results["conformance"] = conformancebench.run()
+            if "rust" in sections:
+                results["rust"] = ruststore.run(args.quick)
     except KeyboardInterrupt:
         progress("interrupted: segments and reader processes cleaned up")
         return 130

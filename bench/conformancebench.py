@@ -16,7 +16,12 @@ In this order:
    baseline is built beside it), full, then 6. full cached and 7. `--quick`:
    it fails hardened and protocol-safe properties, state machines among them;
 8. one of the native store's mutants (examples/native_store, built by
-   `make native-mutants`), full and 9. `--quick`.
+   `make native-mutants`), full and 9. `--quick`;
+10. refimpl behind the process protocol (`exec:python -m shmref.process.serve
+   refimpl`), full and 11. `--quick`: the same store as 1-4, so the difference
+   is what the process boundary costs (issue 32: within 2x);
+12. the Rust store (examples/rust_store, `make rust`) through the protocol,
+   full and 13. `--quick` (it fails where the seed fails: compare it with 5-7).
 
 A failing store's full run is judged against twice refimpl's cached full
 run (issue 34: a failing run within 2x of a passing one). Each run's wall
@@ -37,6 +42,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -50,6 +56,9 @@ from bench.common import REPO, progress
 IMPL = "refimpl"
 FAILING = "seed_pickle_serde"  # the seed's code with another serde (tests/stores)
 NATIVE = "native_mutants.free_after_one_read"  # examples/native_store (make native-mutants)
+RUST_BIN = REPO / "examples" / "rust_store" / "target" / "release" / "rust_store"  # make rust
+RUST = "exec:examples/rust_store/target/release/rust_store"  # over the process protocol
+SERVED = "exec:python -m shmref.process.serve refimpl"  # refimpl behind the same protocol
 SLOWEST = 8  # test functions listed per run
 TWICE = -2.0  # a target of twice refimpl's cached full run
 _DURATION = re.compile(r"^\s*([\d.]+)s\s+(?:setup|call|teardown)\s+(\S+)", re.MULTILINE)
@@ -74,6 +83,10 @@ RUNS = (
     Run("failing store: --quick, its quick seed baseline built", True, None, FAILING),
     Run("native mutant: full", False, TWICE, NATIVE),
     Run("native mutant: --quick", True, None, NATIVE),
+    Run("refimpl over the process protocol: full", False, TWICE, SERVED),
+    Run("refimpl over the process protocol: --quick", True, None, SERVED),
+    Run("Rust store over the process protocol: full", False, TWICE, RUST),
+    Run("Rust store over the process protocol: --quick", True, None, RUST),
 )
 
 
@@ -108,7 +121,9 @@ def environment(run: Run, cache: Path) -> dict[str, str]:
 
 
 def command(python: Path, run: Run, out: Path) -> list[str]:
-    args = [str(python), "-m", "shmref.conformance", "--impl", run.impl, "--out", str(out)]
+    programs = {RUST: f"exec:{RUST_BIN}", SERVED: f"exec:{python} -m shmref.process.serve refimpl"}
+    impl = programs.get(run.impl, run.impl)
+    args = [str(python), "-m", "shmref.conformance", "--impl", impl, "--out", str(out)]
     return args + (["--quick"] if run.quick else []) + ["--no-progress"]
 
 
@@ -128,7 +143,8 @@ def time_run(run: Run, python: Path, cache: Path, out: Path, folder: Path) -> di
         report = json.loads(report_path.read_text(encoding="utf-8"))
     row: dict[str, Any] = {
         "run": run.label,
-        "command": f"python -m shmref.conformance --impl {run.impl}" + (" --quick" * run.quick),
+        "command": f"python -m shmref.conformance --impl {shlex.quote(run.impl)}"
+        + (" --quick" * run.quick),
         "wall_s": wall,
         "cpu_s": cpu,
         "report_s": report.get("seconds"),
@@ -188,6 +204,9 @@ def run() -> list[dict[str, Any]]:
         )
         cached_full = None
         for i, spec in enumerate(RUNS):
+            if spec.impl == RUST and not RUST_BIN.is_file():
+                progress(f"conformance: {RUST_BIN} not built (make rust, needs cargo): not run")
+                continue
             if spec.target_s == TWICE:
                 target = 2 * cached_full if cached_full else None
                 spec = Run(spec.label, spec.quick, target, spec.impl)

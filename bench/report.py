@@ -19,6 +19,7 @@ from bench.tables import (
     instruction_tables,
     replay_tables,
     run_label,
+    rust_tables,
     tlc_tables,
 )
 
@@ -69,6 +70,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += replay_tables(results["replay"]) + [""]
     if "conformance" in results:
         lines += conformance_tables(results["conformance"]) + [""]
+    if "rust" in results:
+        lines += rust_tables(results["rust"]) + [""]
     notes = results.get("notes", [])
     if notes:
         lines += ["### Notes", ""] + [f"- {n}" for n in notes] + [""]
@@ -156,6 +159,8 @@ def readme_block(results: dict[str, Any]) -> str:
         lines += _compact_store(results["store"]) + [""]
     if "conformance" in results:
         lines += _compact_oracle(results["conformance"]) + [""]
+    if "rate" in results.get("rust", {}):
+        lines += rust_tables(results["rust"])[2:] + [""]
     if results.get("tlc", {}).get("models"):
         lines += [_tlc_line(results["tlc"]), ""]
     kinds = {
@@ -166,6 +171,7 @@ def readme_block(results: dict[str, Any]) -> str:
         "tlc": "TLC per model",
         "replay": "replay and the state machine",
         "conformance": "where the oracle's time goes",
+        "rust": "the Rust writer beside the seed's readers",
     }
     shown = "; ".join(text for key, text in kinds.items() if results.get(key))
     lines.append(f"Every table ({shown}) and the measurement notes: [{PAGE}]({PAGE}).")

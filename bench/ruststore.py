@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, load
-from bench.store import Readers, StoreWriter
+from bench.storeprocs import Readers, StoreWriter
 
 BIN = REPO / "examples" / "rust_store" / "target" / "release" / "rust_store"
 SIZES = {"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10}
@@ -74,6 +74,15 @@ def measure(n_readers: int, reps: int, batch_bytes: int) -> dict[str, dict[str, 
     return results
 
 
+def run(quick: bool, n_readers: int = 1) -> dict[str, Any]:
+    """`python -m bench`'s `rust` section: {readers, reps, rate}, or {why_not}."""
+    if not BIN.exists():
+        return {"why_not": f"{BIN.relative_to(REPO)} not built (`make rust` needs cargo)"}
+    reps = 3 if quick else 11
+    rate = measure(n_readers, reps, (1 << 20) if quick else (8 << 20))
+    return {"readers": n_readers, "reps": reps, "rate": rate}
+
+
 def table(results: dict[str, dict[str, float]], n_readers: int) -> str:
     lines = [
         f"| value | rust writer put+get/s | seed writer put+get/s | rust / seed "
@@ -100,11 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             "bench.ruststore: no process protocol proxy (shmref.process): not run", file=sys.stderr
         )
         return 0
-    reps = 3 if args.quick else 11
-    results = measure(args.readers, reps, (1 << 20) if args.quick else (8 << 20))
-    print(table(results, args.readers))
+    section = run(args.quick, args.readers)
+    print(table(section["rate"], args.readers))
     if args.out:
-        args.out.write_text(json.dumps({"readers": args.readers, "reps": reps, "rate": results}))
+        args.out.write_text(json.dumps(section))
     return 0
 
 

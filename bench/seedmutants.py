@@ -29,6 +29,7 @@ import ast
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -93,10 +94,10 @@ FATES: dict[int, tuple[str, str]] = {
         "raises ValueError on it: the same exception type, another message",
     ),
     160: (
-        "open",
-        "free_unused's target 3*max_object_size: frees a third full-size chunk where the "
-        "seed (and refimpl, 2*(max+8)-1) stop at two; a property needs objects of exactly "
-        "max_object_size bytes under any serde (not yet written)",
+        "closed",
+        "`test_storage.py::test_free_unused_frees_two_full_size_objects` (free_unused's "
+        "target 3*max_object_size: of four read full-size objects it frees three, where the "
+        "seed and refimpl stop at two)",
     ),
     119: (
         "equivalent",
@@ -114,6 +115,14 @@ FATES: dict[int, tuple[str, str]] = {
         "reader passes the handle's id",
     ),
 }
+
+
+def closing_test(number: int) -> str:
+    """The name of the property a closed survivor's fate names (its first `file::test`)."""
+    found = re.search(r"`[\w/.]+::(\w+)`", FATES[number][1])
+    if FATES[number][0] != "closed" or found is None:
+        raise ValueError(f"mutant {number} is not closed by a named property")
+    return found.group(1)
 
 
 def inert(stmt: ast.stmt) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from bench.store_tables import md_table, num
@@ -141,7 +142,7 @@ def instruction_tables(result: dict[str, Any]) -> list[str]:
 
 def impl_of(row: dict[str, Any]) -> str:
     """The module a conformance run judged, from its recorded command."""
-    words = row.get("command", "").split()
+    words = shlex.split(row.get("command", ""))
     return words[words.index("--impl") + 1] if "--impl" in words[:-1] else "?"
 
 
@@ -152,7 +153,9 @@ def run_label(row: dict[str, Any]) -> str:
 
 def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
     others = sorted({impl_of(r) for r in rows} - {"refimpl"})
-    also = "".join(f" and on `{o}` (a store that fails: exit 1)" for o in others)
+    fails = {impl_of(r) for r in rows if r["exit"] == 1}
+    failing = " (a store that fails: exit 1)"
+    also = "".join(f" and on `{o}`" + failing * (o in fails) for o in others)
     out = [
         "### The oracle's speed: a conformance run on refimpl" + also,
         "",
@@ -213,3 +216,23 @@ def conformance_tables(rows: list[dict[str, Any]]) -> list[str]:
             f"validation run beside or after them). Per file: {files}. Slowest tests: {slowest}.",
         ]
     return out
+
+
+def rust_tables(section: dict[str, Any]) -> list[str]:
+    """The Rust writer (examples/rust_store, over the process protocol) beside the
+    seed's readers, against the seed's own writer beside the same readers."""
+    head = ["### A writer in Rust beside the seed's readers (`bench/ruststore.py`)", ""]
+    if "why_not" in section:
+        return head + [f"Not measured: {section['why_not']}."]
+    rows = [
+        [label, f"{r['rust']:,.0f}", f"{r['seed']:,.0f}", f"**{r['rust'] / r['seed']:.2f}**"]
+        for label, r in section["rate"].items()
+    ]
+    return head + [
+        f"put+get per second (median of {section['reps']} alternating rounds; "
+        f"{section['readers']} reader process running the seed's code). The Rust writer is "
+        "driven through the process protocol: every put crosses a pipe as a JSON line with "
+        "base64 bytes, the cost a store in another language pays to be judged and measured.",
+        "",
+        *md_table(["value", "Rust writer", "seed writer", "Rust / seed"], rows),
+    ]

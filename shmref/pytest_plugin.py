@@ -30,7 +30,7 @@ IMPL_ENV = "SHMREF_IMPL"
 TEST_TIMEOUT = 600.0
 # seconds a session may spend shrinking failing examples, all tests together (a
 # passing `-m seed_compatible` session takes about a minute on 2 cores)
-SHRINK_BUDGET = 30.0
+SHRINK_BUDGET = 20.0
 PROFILE_ENV = "SHMREF_PROFILE"
 
 

@@ -303,3 +303,53 @@ def test_only_what_no_live_process_holds_is_an_orphan():
         from multiprocessing import resource_tracker
 
         resource_tracker.unregister("/" + left_name, "shared_memory")
+
+
+def processes_naming(text: str) -> list[str]:
+    """Command lines of live processes that name `text` (a run's folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in argv:
+                found.append(argv)
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_run_and_every_process_it_started(tmp_path):
+    """A run killed from outside (SIGTERM, as `timeout` or a CI runner sends)
+    stops its workers (in sessions of their own: no signal reaches them) and
+    the seed's baseline run (built, not cached), and says so in one line."""
+    import signal
+    import time
+
+    environment = {**os.environ, "SHMREF_CACHE_DIR": str(tmp_path / "cache")}
+    environment["PYTHONPATH"] = os.pathsep.join([str(REPO), str(FAULTY)])
+    before = shm_names()
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "shmref.conformance", "--impl", "hang_in_get", "--quick"]
+        + ["--level", LEVEL, "--out", str(out), "--no-progress"],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(out.glob("workers/*.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # its worker is inside the hanging store, the seed's run under way
+    assert len(processes_naming(str(tmp_path))) >= 3, "no workers and seed run to stop"
+    run.send_signal(signal.SIGTERM)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stdout + stderr
+    assert stderr.strip().splitlines()[-1].startswith("shmref: interrupted"), stderr
+    assert "Traceback" not in stderr, stderr
+    time.sleep(1)
+    assert processes_naming(str(tmp_path)) == []
+    assert not orphans(before), "left in /dev/shm"

@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from bench.seedmutants import FATES, FULL_RUN, TABLE, figure, sites, table
+import pytest
+
+from bench.seedmutants import FATES, FULL_RUN, TABLE, closing_test, figure, mutate, sites, table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,3 +55,55 @@ def test_the_table_names_an_unargued_survivor() -> None:
     """A survivor with no fate shows as open (the check above then fails)."""
     data = {"sites": 3, "profile": "p", "rows": [{"mutant": 1, "what": "x", "killed": False}]}
     assert "| 1 | x | open |" in table(data) and "0 of 1 killed" in figure(data)
+
+
+CLOSED = sorted(n for n, (fate, _how) in FATES.items() if fate == "closed")
+
+
+def _run_properties(impl: str, names: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--shmref-impl", impl]
+        + ["--shmref-profile", "shmref-baseline", "--pyargs", "shmref.suite"]
+        + ["-m", "seed_compatible", "-k", " or ".join(names)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _seed_source() -> str:
+    from shmref.seed.build import SeedError
+    from shmref.seed.impl import load_impl
+
+    try:
+        return Path(load_impl("seed").__file__ or "").read_text()
+    except SeedError as exc:
+        pytest.skip(f"the seed is not available: {exc}")
+
+
+@pytest.mark.slow
+def test_each_closing_property_passes_on_the_seed(tmp_path: Path) -> None:
+    """A property that closes a survivor is seed-compatible: the seed passes it."""
+    _seed_source()
+    done = _run_properties("seed", sorted({closing_test(n) for n in CLOSED}), tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", CLOSED)
+def test_a_closed_survivor_is_killed_by_its_property(number: int, tmp_path: Path) -> None:
+    """FATES' "closed" is a claim: the named property fails on that mutant."""
+    text, what = mutate(_seed_source(), number)
+    (tmp_path / f"seedmutant_{number}.py").write_text(text)
+    done = _run_properties(f"seedmutant_{number}", [closing_test(number)], tmp_path)
+    assert done.returncode == 1, f"mutant {number} ({what}) survives:\n{done.stdout[-3000:]}"
+
+
+def test_a_fate_without_a_named_property_is_not_closed() -> None:
+    argued = next(n for n, (fate, _how) in FATES.items() if fate == "equivalent")
+    with pytest.raises(ValueError, match="not closed"):
+        closing_test(argued)

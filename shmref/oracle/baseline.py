@@ -85,6 +85,18 @@ class SeedBaseline:
                 env=env,
             )
 
+    def stop(self) -> None:
+        """The run was interrupted: the seed's run ends with it, its work folder removed."""
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+            try:
+                self.child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+
     def report(self, out: Path) -> dict[str, Any]:
         """Wait for the seed's run (if any); its report, copied to out/seed-baseline."""
         if self.child is not None and self.work is not None:

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -50,6 +52,7 @@ from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_SHRINK_BUDGET,
     DEFAULT_TIMEOUT,
+    QUICK_SHRINK_BUDGET,
     load_checked,
     run,
 )
@@ -133,6 +136,18 @@ def count(text: str) -> int:
     return int(text)
 
 
+def stop_as_on_ctrl_c() -> None:
+    """SIGTERM and SIGHUP end a run as Ctrl-C does: the run's own processes
+    (workers in sessions of their own, the seed's run) are stopped, not orphaned."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(
         prog="python -m shmref.conformance",
@@ -185,10 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--shrink-budget",
         type=budget,
-        default=DEFAULT_SHRINK_BUDGET,
+        default=None,
         metavar="SECONDS",
         help="seconds each process may spend shrinking failing examples, all its tests together "
-        f"(default {DEFAULT_SHRINK_BUDGET:g}; 0: report them unshrunk); a counterexample the "
+        f"(default {DEFAULT_SHRINK_BUDGET:g}, with --quick {QUICK_SHRINK_BUDGET:g}; 0: report "
+        "them unshrunk); a counterexample the "
         "budget cut short says so in the report",
     )
     parser.add_argument(
@@ -275,21 +291,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)
         return 2
-    report = run(
-        name,
-        out,
-        args.quick,
-        tuple(args.level or LEVELS),
-        baseline=not args.no_baseline,
-        shrink=not args.no_shrink,
-        all_groups=args.all_groups,
-        timeout=args.timeout,
-        call_timeout=args.call_timeout,
-        impl_root=found.get("root") or "",
-        workers=args.workers,
-        shrink_budget=args.shrink_budget,
-        progress=not args.no_progress,
-    )
+    stop_as_on_ctrl_c()
+    try:
+        report = run(
+            name,
+            out,
+            args.quick,
+            tuple(args.level or LEVELS),
+            baseline=not args.no_baseline,
+            shrink=not args.no_shrink,
+            all_groups=args.all_groups,
+            timeout=args.timeout,
+            call_timeout=args.call_timeout,
+            impl_root=found.get("root") or "",
+            workers=args.workers,
+            shrink_budget=(
+                args.shrink_budget
+                if args.shrink_budget is not None
+                else QUICK_SHRINK_BUDGET
+                if args.quick
+                else DEFAULT_SHRINK_BUDGET
+            ),
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt:
+        print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
+        return 130
     rows = []
     for level in report.levels:
         not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)

@@ -230,18 +230,23 @@ def run_isolated(
     for _ in range(max(1, workers)):
         outcome.children += 1
         lanes.append(Lane(Child(job, out, outcome.children), timeout, call_timeout, hear))
-    while lanes:
-        for lane in list(lanes):
-            result = lane.poll(outcome)
-            if result is None:
-                continue
-            lanes.remove(lane)
-            successor = after(lane, result, job, outcome, hear)
-            if successor is not None:
-                outcome.children += 1
-                lanes.append(Lane(Child(successor, out, outcome.children), *lane.limits, hear))
-        if lanes:
-            time.sleep(POLL)
+    try:
+        while lanes:
+            for lane in list(lanes):
+                result = lane.poll(outcome)
+                if result is None:
+                    continue
+                lanes.remove(lane)
+                successor = after(lane, result, job, outcome, hear)
+                if successor is not None:
+                    outcome.children += 1
+                    lanes.append(Lane(Child(successor, out, outcome.children), *lane.limits, hear))
+            if lanes:
+                time.sleep(POLL)
+    finally:  # interrupted (Ctrl-C, SIGTERM): the children are in sessions of their own
+        for lane in lanes:
+            lane.child.kill()
+            remove_orphans(lane.child.shm_before)
     return outcome
 
 

@@ -46,9 +46,11 @@ DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then 
 
 
 DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
-# seconds each child may spend shrinking failing examples, all its tests together: a
-# store that fails every state machine is judged within about twice a passing run's time
-DEFAULT_SHRINK_BUDGET = 30.0
+# Seconds each child may spend shrinking failing examples, all its tests together
+# (a failing run takes about a passing run's time plus this: bench/conformancebench.py):
+# a store that fails every state machine is judged within about twice a passing run's time.
+DEFAULT_SHRINK_BUDGET = 20.0
+QUICK_SHRINK_BUDGET = 10.0  # --quick: a passing run takes seconds
 
 
 def default_workers() -> int:
@@ -128,7 +130,7 @@ def run(
             except tlc.TlcError:
                 pass  # the child reports it on the hazard's property
 
-    fetcher = threading.Thread(target=fetch_traces)
+    fetcher = threading.Thread(target=fetch_traces, daemon=True)  # an interrupt ends it
     if protocol:
         fetcher.start()
     profile = profiles.for_run(quick, shrink)
@@ -159,10 +161,19 @@ def run(
         if bar:
             bar.event(event)
         if event["e"] == "recording" and event["error"] is None and not no_tlc:
-            early.append(threading.Thread(target=validate_early, args=(Path(event["path"]), out)))
+            early.append(
+                threading.Thread(
+                    target=validate_early, args=(Path(event["path"]), out), daemon=True
+                )
+            )
             early[-1].start()
 
-    outcome = run_isolated(job, out, timeout, call_timeout, workers or default_workers(), hear)
+    try:
+        outcome = run_isolated(job, out, timeout, call_timeout, workers or default_workers(), hear)
+    except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
+        if seed_run is not None:
+            seed_run.stop()
+        raise
     for thread in early:
         thread.join()
     if bar:

@@ -10,10 +10,12 @@ handle."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shmref.suite.stores import handle_of
-from shmref.suite.values import read_back, serde_of, sized, stores
+from shmref.suite.values import full_size, read_back, serde_of, sized, stores
 
 
 def test_put_then_get_roundtrip_types(store_factory, attach):
@@ -145,6 +147,23 @@ def test_put_frees_oldest_when_full(store_factory, attach):
     assert writer.is_cached("k39") and not writer.is_cached("k0")
 
 
+def test_free_unused_frees_two_full_size_objects(store_factory, attach):
+    """free_unused stops once it has freed room for two objects of
+    max_object_size (the seed's target, 2 * max_object_size bytes; refimpl's
+    fixed one, two chunks' worth): of four read full-size objects, the two
+    oldest go and the two newest stay (not three, as a larger target would)."""
+    probe = store_factory()
+    max_size, value = full_size(serde_of(probe), 200)
+    writer = store_factory(buffer_size=8 * max_size, max_object_size=max_size, n_readers=1)
+    reader = attach(writer)
+    keys = [f"k{i}" for i in range(4)]
+    for key in keys:
+        writer.put(key, value)
+        reader.get(*handle_of(writer, key))
+    writer.free_unused()
+    assert [writer.is_cached(key) for key in keys] == [False, False, True, True]
+
+
 def test_put_raises_memory_error_when_all_busy(store_factory):
     writer = store_factory(buffer_size=256, max_object_size=64, n_readers=1)
     value = sized(serde_of(writer), 45)
@@ -200,12 +219,7 @@ def test_clear_forgets_hand_out_counts(store_factory, attach):
     reader = attach(writer)
     writer.put("before", 0)  # id 0, handed out once, never read
     writer.clear()
-    for n in range(1, 5):  # ids 1, 2, 3, then 0 again
-        key = f"k{n}"
-        writer.put(key, n)
-        assert reader.get(*handle_of(writer, key)) == n
-        writer.free_unused()
-        assert not writer.is_cached(key), f"{key} (id {writer.placed[key][1]}) not reclaimed"
+    each_id_after_a_clear_is_reclaimed_once_read(writer, reader)
 
 
 def test_clear_forgets_touches(store_factory, attach):
@@ -216,6 +230,11 @@ def test_clear_forgets_touches(store_factory, attach):
     writer.put("before", 0)  # id 0
     writer.touch("before")
     writer.clear()
+    each_id_after_a_clear_is_reclaimed_once_read(writer, reader)
+
+
+def each_id_after_a_clear_is_reclaimed_once_read(writer: Any, reader: Any) -> None:
+    """Ids 1, 2, 3 and then 0 again (id_max 4): each read once, then reclaimed."""
     for n in range(1, 5):  # ids 1, 2, 3, then 0 again
         key = f"k{n}"
         writer.put(key, n)

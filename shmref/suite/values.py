@@ -54,7 +54,24 @@ def sized(serde: Any, total: int, fill: str = "x") -> bytes | str:
             value: bytes | str = fill.encode() * n if kind is bytes else fill * n
             if not stores(serde, value):
                 break
-            _data, data_bytes, _md, md_bytes = serde.serialize(value)
-            if COUNT_BYTES + md_bytes + data_bytes <= total:
+            if object_bytes(serde, value) <= total:
                 return value
     raise ValueError(f"{type(serde).__name__} stores no {fill!r} run in a {total}-byte object")
+
+
+def object_bytes(serde: Any, value: Any) -> int:
+    """The size put checks against max_object_size: the read count, the
+    serde's metadata and its data (seed behaviour)."""
+    _data, data_bytes, _md, md_bytes = serde.serialize(value)
+    return int(COUNT_BYTES + md_bytes + data_bytes)
+
+
+def full_size(serde: Any, at_least: int) -> tuple[int, bytes | str]:
+    """A max_object_size of `at_least` or a little more, and a value whose
+    object is exactly that size under this serde (a serde's overhead can jump
+    by a byte at a length boundary, so not every size has such a value)."""
+    for total in range(at_least, at_least + 64):
+        value = sized(serde, total)
+        if object_bytes(serde, value) == total:
+            return total, value
+    raise ValueError(f"{type(serde).__name__} makes no object of exactly {at_least}-{total} bytes")

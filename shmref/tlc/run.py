@@ -84,6 +84,12 @@ class _ProgressWatcher:
         self.body.append(line)
 
 
+# The JVM runs in a session of its own (a timeout kills its group); where
+# util-linux's setpriv is found it also dies with the process that started
+# it, so an oracle or a worker killed outright leaves no TLC behind.
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+
+
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -179,7 +185,7 @@ def run_tlc(
             log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
         try:
             proc = subprocess.Popen(
-                cmd,
+                [*_DIE_WITH_PARENT, *cmd],
                 cwd=spec.parent,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
