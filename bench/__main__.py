@@ -70,6 +70,15 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def section_dates(meta: dict[str, Any]) -> dict[str, str]:
+    """section -> the day it was measured, from a run's meta (a merged run's
+    date already reads "cpu 2026-12-03, store 2026-12-04")."""
+    parts = [part.split(" ") for part in str(meta["date"]).split(", ")]
+    if all(len(part) == 2 for part in parts):
+        return {section: day for section, day in parts}
+    return {section: str(meta["date"]) for section in meta["sections"]}
+
+
 def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Several runs' results as one: every section, notes without repeats,
     the sections and seconds of all in `meta`."""
@@ -79,7 +88,7 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
             if key not in ("meta", "notes", "leaks"):
                 merged[key] = value
     meta = dict(runs[0]["meta"])
-    dates = {s: r["meta"]["date"] for r in runs for s in r["meta"]["sections"]}
+    dates = {s: d for r in runs for s, d in section_dates(r["meta"]).items()}
     if len(set(dates.values())) > 1:  # say which section was measured when
         meta["date"] = ", ".join(f"{s} {d}" for s, d in sorted(dates.items()))
     meta["sections"] = sorted({s for r in runs for s in r["meta"]["sections"]})

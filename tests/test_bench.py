@@ -235,3 +235,24 @@ def test_tlc_and_failing_store_runs_are_drawn_when_recorded() -> None:
     block = readme_block(results)
     assert "](docs/bench/tlc.svg)" in block and "TLC: 2 models, 26,458 distinct states" in block
     assert "| `seed`: full, cached (fails) |" in block
+
+
+def test_the_rust_writer_section_is_a_table_or_says_why_not() -> None:
+    from bench.report import markdown, readme_block
+
+    results = _recorded()
+    results["rust"] = {"why_not": "examples/rust_store/target/release/rust_store not built"}
+    assert "Not measured: examples/rust_store/target/release/rust_store not built." in markdown(
+        results
+    )
+    assert "Rust writer" not in readme_block(results)
+    rate = {"64 B": {"seed": 40000.0, "rust": 6000.0}}
+    results["rust"] = {"readers": 1, "reps": 11, "rate": rate}
+    assert "| 64 B | 6,000 | 40,000 | **0.15** |" in readme_block(results)
+
+
+def test_a_program_with_arguments_is_one_store_in_the_oracle_table() -> None:
+    from bench.tables import impl_of
+
+    row = {"command": "python -m shmref.conformance --impl 'exec:python -m serve refimpl' --quick"}
+    assert impl_of(row) == "exec:python -m serve refimpl"
