@@ -245,7 +245,7 @@ def test_the_rust_writer_section_is_a_table_or_says_why_not() -> None:
     assert "Not measured: examples/rust_store/target/release/rust_store not built." in markdown(
         results
     )
-    assert "Rust writer" not in readme_block(results)
+    assert "| Rust / seed |" not in readme_block(results)
     rate = {"64 B": {"seed": 40000.0, "rust": 6000.0}}
     results["rust"] = {"readers": 1, "reps": 11, "rate": rate}
     assert "| 64 B | 6,000 | 40,000 | **0.15** |" in readme_block(results)

@@ -52,6 +52,11 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
         elif option == "--workers":
             assert action.default is None  # run.py's workers(): one per core then
             found[option] = "one per core"
+        elif option == "--shrink-budget":
+            assert action.default is None  # main picks the budget by --quick then
+            found[option] = (
+                f"{cli.DEFAULT_SHRINK_BUDGET:g}, with --quick {cli.QUICK_SHRINK_BUDGET:g}"
+            )
         elif isinstance(action.default, float):
             found[option] = f"{action.default:g}"
     return found

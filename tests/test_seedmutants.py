@@ -90,7 +90,10 @@ def test_each_closing_property_passes_on_the_seed(tmp_path: Path) -> None:
     """A property that closes a survivor is seed-compatible: the seed passes it."""
     _seed_source()
     done = _run_properties("seed", sorted({closing_test(n) for n in CLOSED}), tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:]
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    assert done.returncode == 0 and f"{len(set(map(closing_test, CLOSED)))} passed" in last, (
+        done.stdout[-3000:]
+    )
 
 
 @pytest.mark.slow
@@ -100,7 +103,10 @@ def test_a_closed_survivor_is_killed_by_its_property(number: int, tmp_path: Path
     text, what = mutate(_seed_source(), number)
     (tmp_path / f"seedmutant_{number}.py").write_text(text)
     done = _run_properties(f"seedmutant_{number}", [closing_test(number)], tmp_path)
-    assert done.returncode == 1, f"mutant {number} ({what}) survives:\n{done.stdout[-3000:]}"
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    assert done.returncode == 1 and " failed" in last and " error" not in last, (
+        f"mutant {number} ({what}) is not failed by its property:\n{done.stdout[-3000:]}"
+    )
 
 
 def test_a_fate_without_a_named_property_is_not_closed() -> None:
