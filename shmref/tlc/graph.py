@@ -48,6 +48,7 @@ def parse_dot(path: Path) -> StateGraph:
     initial: set[str] = set()
     edges: list[Edge] = []
     seen: set[Edge] = set()
+    values: dict[str, Any] = {}  # a value's text -> the value, shared by the states
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or not (line[0].isdigit() or line[0] == "-"):
@@ -64,7 +65,7 @@ def parse_dot(path: Path) -> StateGraph:
             raise TlcError(f"{path}:{number}: cannot parse dot line {line[:80]!r}")
         if node.group(1) not in states:
             try:
-                states[node.group(1)] = parse_state(_dot_unescape(node.group(2)))
+                states[node.group(1)] = parse_state(_dot_unescape(node.group(2)), values)
             except TlcError as exc:
                 raise TlcError(f"{path}:{number}: {exc}") from None
         if "filled" in node.group(3):

@@ -105,26 +105,42 @@ def permute(value: Any, mapping: Mapping[str, str]) -> Any:
     return value
 
 
-def _frozen(state: Mapping[str, Any]) -> FrozenDict:
-    return FrozenDict(state)
-
-
 def transpositions(values: list[str]) -> list[dict[str, str]]:
     """Every swap of two of `values` (they generate the whole permutation group)."""
     return [{a: b, b: a} for a, b in itertools.combinations(values, 2)]
 
 
 def closure_break(graph: StateGraph, swaps: list[dict[str, str]]) -> str | None:
-    """The first state or step whose image under a swap is not in `graph`, or None."""
-    frozen = {node: _frozen(state) for node, state in graph.states.items()}
-    node_of = {state: node for node, state in frozen.items()}
+    """The first state or step whose image under a swap is not in `graph`, or None.
+
+    Each distinct value (of any variable) is numbered and permuted once per
+    swap; a state is the tuple of its variables' numbers, so the image of
+    every state is looked up without permuting or hashing whole states."""
+    names = sorted({name for state in graph.states.values() for name in state})
+    number: dict[Any, int] = {}
+    values: list[Any] = []
+
+    def code(value: Any) -> int:
+        found = number.get(value)
+        if found is None:
+            found = number[value] = len(values)
+            values.append(value)
+        return found
+
+    keys = {
+        node: tuple(code(state.get(name, _ABSENT)) for name in names)
+        for node, state in graph.states.items()
+    }
+    node_of = {key: node for node, key in keys.items()}
     steps = set(graph.edges)
     for swap in swaps:
         name = "(" + " ".join(sorted(swap)) + ")"
+        moved = [number.get(permute(value, swap), -1) for value in values]
         image: dict[str, str] = {}
-        for node, state in frozen.items():
-            found = node_of.get(permute(state, swap))
+        for node, key in keys.items():
+            found = node_of.get(tuple(moved[c] for c in key))
             if found is None:
+                state = graph.states[node]
                 return f"state {node} under {name} is not reachable: {dict(state)}"
             if (node in graph.initial) != (found in graph.initial):
                 return f"initial state {node} under {name} is not initial"
@@ -133,6 +149,9 @@ def closure_break(graph: StateGraph, swaps: list[dict[str, str]]) -> str | None:
             if (image[a], image[b], act) not in steps:
                 return f"the step {act} from state {a} under {name} is not a step"
     return None
+
+
+_ABSENT = object()  # a variable a state lacks (TLC prints every one: never in practice)
 
 
 def check_symmetry(

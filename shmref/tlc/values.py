@@ -224,9 +224,11 @@ _VAR_LINE = re.compile(r"^/\\ ([A-Za-z_]\w*) = ?(.*)$")
 _SINGLE_VAR_LINE = re.compile(r"^([A-Za-z_]\w*) = ?(.*)$")
 
 
-def parse_state(text: str) -> dict[str, Any]:
+def parse_state(text: str, cache: dict[str, Any] | None = None) -> dict[str, Any]:
     """Parse a state as TLC prints it: ``/\\ v = value`` lines, or ``v = value``
-    for a one-variable spec; wrapped values continue on indented lines."""
+    for a one-variable spec; wrapped values continue on indented lines.
+    `cache` (value text -> value) lets the states of one graph share each
+    distinct value, parsed once: the values are immutable."""
     lines = text.strip("\n").splitlines()
     chunks: list[list[str]] = []
     names: list[str] = []
@@ -247,5 +249,11 @@ def parse_state(text: str) -> dict[str, Any]:
     for name, chunk in zip(names, chunks, strict=True):
         if name in state:
             raise TlcError(f"variable {name!r} appears twice in one state")
-        state[name] = parse_value("\n".join(chunk))
+        text = "\n".join(chunk)
+        if cache is None:
+            state[name] = parse_value(text)
+        elif text in cache:
+            state[name] = cache[text]
+        else:
+            state[name] = cache[text] = parse_value(text)
     return state
