@@ -11,10 +11,12 @@ allocator or lock.
 
 Contenders take turns round by round (the order rotates every repetition)
 and each number is the median over repetitions, so that the noise of a
-shared machine hits all of them alike. Every few repetitions each contender
-gets a fresh segment (`StoreConfig.setups`): at 1 MiB where the two rings
-land in memory decides the refimpl/seed ratio by up to about 10% either way,
-so one placement would measure the placement, not the code.
+shared machine hits all of them alike. Each repetition (`StoreConfig.setups`)
+gives every contender a fresh segment, made in a rotating order: at 1 MiB
+where the two rings land in memory moves the refimpl/seed ratio by up to
+about 15% either way (two runs of the same code, one placement each, gave
+refimpl's put 104 and 88 us, the seed's 88 and 104), so a few placements
+would measure the placements, not the code.
 
 The reader processes and the writers are `bench.storeprocs`'s; where the
 time goes (cProfile) is `bench.storeprofile`'s.
@@ -64,13 +66,13 @@ class StoreConfig:
 FULL = StoreConfig(
     SIZES,
     (1, 3),
-    reps=21,
+    reps=31,
     rounds=3,
     batch_bytes=32 << 20,  # 32 objects of 1 MiB a round: the round's messages weigh less
     batch_min=8,
     batch_max=1000,
     profile_ops=2000,
-    setups=7,
+    setups=31,  # fresh segments for every repetition: a placement is one sample, not seven
 )
 QUICK = StoreConfig(
     {"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10},
@@ -142,10 +144,17 @@ def measure(config: StoreConfig, seed_impl: ModuleType | None) -> list[dict[str,
                 value = bytes(range(256)) * (size // 256) + bytes(size % 256)
                 samples: dict[str, list[list[float]]] = {name: [] for name in contenders}
                 rep = 0
-                for block in _blocks(config.reps, config.setups):
+                for k, block in enumerate(_blocks(config.reps, config.setups)):
                     with ExitStack() as setup:  # fresh segments for every contender
+                        first = k % len(contenders)  # made in turn first: no order bias
                         writers = _open_writers(
-                            setup, contenders, impls, size, batch, n_readers, readers
+                            setup,
+                            contenders[first:] + contenders[:first],
+                            impls,
+                            size,
+                            batch,
+                            n_readers,
+                            readers,
                         )
                         # Warm-up, not measured: two rounds touch every page of the
                         # ring (batch + 2 chunks) in the writer and the readers.
