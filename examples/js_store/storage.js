@@ -4,7 +4,7 @@
 // read is counted in the segment under the readers' lock. Handles are signed with
 // HMAC-SHA256(secret, sha256(key) || address (8 bytes LE) || id (4 bytes LE)).
 const crypto = require('crypto');
-const { PyError, valueError, int } = require('./ring');
+const { PyError, valueError, int, SECRET } = require('./ring');
 
 const COUNT = 4;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?:[^\ud800-\udbff]|^)[\udc00-\udfff]/;
@@ -193,6 +193,9 @@ class Storage {
   clear() {
     if (!this.isWriter) return; // a reader's clear does nothing, as the seed's
     this.ring.clear();
+    // A new signing secret: every handle issued before the clear is refused, even
+    // where its chunk was not reused (refimpl's fix of FINDINGS #10, F4).
+    this.ring.write(0, crypto.randomBytes(SECRET));
     this.keyIndex.clear(); this.idIndex.clear(); this.writerFlag.clear(); this.touched.clear();
   }
 
