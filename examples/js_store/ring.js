@@ -95,7 +95,7 @@ class Ring {
       try { this.fd = fs.openSync(this.file(), 'r+'); } catch (e) { throw osError(e); }
       if (fs.fstatSync(this.fd).size < this.size + SECRET) {
         fs.closeSync(this.fd);
-        throw valueError(`segment ${this.name} is smaller than ${this.size} + ${SECRET} bytes`);
+        throw valueError(`segment ${this.name} holds less than ${this.size} + ${SECRET} bytes`);
       }
     }
     this.lock = new FileLock(this.name);
@@ -129,7 +129,7 @@ class Ring {
   allocate(size) {
     this.writer('allocate buffers');
     size = int(size, 'size', 1, 2 ** 31 - 1 - MD_SIZE) + MD_SIZE;
-    if (this.metadata.size >= this.ID_MAX - 1) throw new PyError('MemoryError', 'no free monotonic id');
+    if (this.metadata.size >= this.ID_MAX - 1) throw new PyError('MemoryError', `all ${this.ID_MAX - 1} ids are live: no free monotonic id`);
     let end = this.bufEnd;
     if ((end % this.size) + size > this.size) end = (Math.floor(end / this.size) + 1) * this.size; // next lap
     if (end + size - this.bufStart > this.size) {
@@ -154,7 +154,7 @@ class Ring {
     const phys = SECRET + idx;
     const hdr = this.read(phys, MD_SIZE);
     const id = hdr.readInt32LE(0); const size = hdr.readInt32LE(4);
-    if (size < MD_SIZE || phys + size > SECRET + this.size) throw valueError(`no chunk at address ${address}`);
+    if (size < MD_SIZE || phys + size > SECRET + this.size) throw valueError(`no valid chunk at address ${address}`);
     return { id, size, offset: phys + MD_SIZE, length: size - MD_SIZE };
   }
 

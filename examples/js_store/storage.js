@@ -32,7 +32,7 @@ class Storage {
   }
 
   writerOnly(what) {
-    if (!this.isWriter) throw valueError(`${what} is a writer's operation`);
+    if (!this.isWriter) throw valueError(`only the writer can ${what}`);
   }
 
   put(key, metadata, frames) {
