@@ -10,6 +10,9 @@ const { parse, dump } = require('./json');
 const { Ring, PyError, valueError, int } = require('./ring');
 const { Storage } = require('./storage');
 
+// A deliberate protocol break for tests/test_js_store.py, which must see it judged
+// ERROR: JS_STORE_MUTANT=put-reply-id answers every put as if it were another request.
+const MUTANT = process.env.JS_STORE_MUTANT || '';
 const argLock = process.argv.indexOf('--reader-lock');
 const READER_LOCK = argLock > 0 ? process.argv[argLock + 1] : 'own';
 if (READER_LOCK !== 'own' && READER_LOCK !== 'oracle') {
@@ -196,6 +199,7 @@ for (;;) {
     if (!(e instanceof PyError)) log(`internal error on ${q.op}: ${e.stack}`);
     reply = { type: 'reply', in_reply_to: q.id, error: { kind, message: String(e.message) } };
   }
+  if (MUTANT === 'put-reply-id' && q.op === 'put') reply.in_reply_to = q.id + 1;
   send(reply);
 }
 closeAll();
