@@ -19,6 +19,7 @@ if (READER_LOCK !== 'own' && READER_LOCK !== 'oracle') {
   process.stderr.write('store.js: --reader-lock is own or oracle\n');
   process.exit(2);
 }
+Storage.ownLock = READER_LOCK === 'own';
 
 // ---- lines in and out (synchronous: a callback's answer is read mid-request) ----
 let pending = Buffer.alloc(0);
