@@ -44,3 +44,43 @@ def test_a_view_in_a_cycle_is_collected_before_the_close() -> None:
         for storage in (plain, helped):
             storage.segment.close()
             storage.segment.unlink()
+
+
+class SeedLikeWriterRing:
+    """A writer ring whose close is the seed's: the segment's close, then its unlink."""
+
+    def __init__(self) -> None:
+        self.segment = shared_memory.SharedMemory(create=True, size=4096)
+
+    def close(self) -> None:
+        self.segment.close()  # a BufferError here skips the unlink: the segment leaks
+        self.segment.unlink()
+
+    def refused_get(self) -> None:
+        """A call refused inside `with access_buf(...)`: its traceback's frame
+        holds the view, and the frame holds the exception (a cycle)."""
+        view = self.segment.buf[0:8]
+        try:
+            raise ValueError(f"data at {bytes(view[:1])!r} has been modified")
+        except ValueError as exc:
+            kept = exc  # noqa: F841 - the frame -> exception -> traceback -> frame cycle
+
+
+def test_a_writer_ring_is_unlinked_after_a_refused_call_left_its_view_in_a_cycle() -> None:
+    from shmref.store.readers import close_despite_cycles
+
+    gc.disable()
+    try:
+        plain, helped = SeedLikeWriterRing(), SeedLikeWriterRing()
+        for ring in (plain, helped):
+            ring.refused_get()
+        with pytest.raises(BufferError):
+            plain.close()  # the broken input: closed without the collector, never unlinked
+        close_despite_cycles(helped.close)
+        with pytest.raises(FileNotFoundError):  # unlinked: the segment is gone
+            shared_memory.SharedMemory(name=helped.segment.name)
+    finally:
+        gc.enable()
+        gc.collect()
+        plain.segment.close()
+        plain.segment.unlink()

@@ -33,7 +33,7 @@ from typing import Any, cast
 from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
 from shmref.core.vocabulary import classify
 from shmref.store.observe import Segment
-from shmref.store.readers import LocalReader, RemoteReader
+from shmref.store.readers import LocalReader, RemoteReader, close_despite_cycles
 from shmref.store.values import MD_SIZE, UNIT, store_unit, unit_for, value_for
 
 FORGED_SIGNATURE = [0] * 32
@@ -75,7 +75,8 @@ class Driver:
         self.unit = store_unit(impl, serde_class) if storage or serde_class else UNIT
         self.resources = ExitStack()
         self.ring = impl.SingleWriterShmRingBuffer(self.unit * n_units, create=True)
-        self.resources.callback(self.ring.close)
+        # the writer's refused gets leave views of its segment in tracebacks' cycles
+        self.resources.callback(close_despite_cycles, self.ring.close)
         self.segment: Segment | None = None
         if layout:
             self.segment = Segment(self.ring.handle())

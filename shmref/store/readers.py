@@ -87,9 +87,17 @@ def close_storage(storage: Any) -> None:
     ran the store's get in a thread: the views of the segment its frames held
     can stay in reference cycles until the cycle collector runs, and closing a
     segment with views alive is a BufferError. Collect, then close again."""
+    close_despite_cycles(storage.close)
+
+
+def close_despite_cycles(close: Callable[[], None]) -> None:
+    """Call `close` (of a storage or a ring) until no BufferError: views of the
+    segment kept in reference cycles (a held read's thread, or the traceback of
+    a refused call made inside the store's `with access_buf(...)`, whose frames
+    hold its views) are freed by the cycle collector, not when they die."""
     for attempt in range(20):
         try:
-            storage.close()
+            close()
             return
         except BufferError:
             if attempt == 19:

@@ -19,6 +19,7 @@ from shmref.oracle.testgroups import TEST_GROUPS, group_of
 from shmref.oracle.verdict import LEVEL_MARKERS
 from shmref.seed.build import SeedMissing
 from shmref.seed.impl import load_impl
+from shmref.store.readers import close_despite_cycles
 from shmref.suite.stores import Writer
 
 
@@ -84,8 +85,8 @@ def ring_factory(impl: ModuleType) -> Iterator[Callable[..., Any]]:
         return ring
 
     yield make
-    for ring in made:
-        ring.close()
+    for ring in made:  # a refused call's traceback may hold a view: freed by the collector
+        close_despite_cycles(ring.close)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -143,4 +144,4 @@ def attach(impl):
 
     yield make
     for reader in readers:
-        reader.close()
+        close_despite_cycles(reader.close)
