@@ -195,21 +195,29 @@ def mutate(source: str, number: int) -> tuple[str, str]:
     return ast.unparse(tree), f"line {line}: {what}"
 
 
+def seed_compatible_run(
+    module_dir: Path, name: str, profile: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`pytest --shmref-impl NAME -m seed_compatible` on a module in `module_dir`."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(module_dir), *sys.path])}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
+        + ["--shmref-impl", name, "--shmref-profile", profile]
+        + ["--pyargs", "shmref.suite", "-m", "seed_compatible"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=module_dir,
+        timeout=LIMIT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
 def kill(module_dir: Path, name: str, profile: str) -> tuple[bool, str, float]:
     started = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(module_dir), *sys.path])}
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
-            + ["--shmref-impl", name, "--shmref-profile", profile]
-            + ["--pyargs", "shmref.suite", "-m", "seed_compatible"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=module_dir,
-            timeout=LIMIT,
-            stdin=subprocess.DEVNULL,
-        )
+        done = seed_compatible_run(module_dir, name, profile, "-x")
     except subprocess.TimeoutExpired:
         return True, "timeout", time.monotonic() - started
     last = (done.stdout.strip().splitlines() or [""])[-1]

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bench.seedmutants import FATES, FULL_RUN, TABLE, closing_test, figure, mutate, sites, table
+from bench.seedmutants import (
+    FATES,
+    FULL_RUN,
+    TABLE,
+    closing_test,
+    figure,
+    mutate,
+    seed_compatible_run,
+    sites,
+    table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,18 +69,7 @@ CLOSED = sorted(n for n, (fate, _how) in FATES.items() if fate == "closed")
 
 
 def _run_properties(impl: str, names: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--shmref-impl", impl]
-        + ["--shmref-profile", "shmref-baseline", "--pyargs", "shmref.suite"]
-        + ["-m", "seed_compatible", "-k", " or ".join(names)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=folder,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return seed_compatible_run(folder, impl, "shmref-baseline", "-k", " or ".join(names))
 
 
 def _seed_source() -> str:
