@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from shmref.oracle.isolation import orphans, shm_names
 from shmref.oracle.run import selected_groups
+from shmref.oracle.shmclean import orphans, shm_names
 from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT
 
@@ -55,7 +55,7 @@ def run_faulty(module: str, out: Path, *extra: str) -> tuple[dict[str, str], str
     )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert not orphans(before), "left in /dev/shm"
+    assert not orphans(before, settle=2.0), "left in /dev/shm"
     return statuses(out), (out / "conformance.md").read_text()
 
 
@@ -281,7 +281,7 @@ def test_only_what_no_live_process_holds_is_an_orphan():
     import multiprocessing
     from multiprocessing import shared_memory, synchronize
 
-    from shmref.oracle.isolation import remove_orphans
+    from shmref.oracle.shmclean import remove_orphans
 
     before = shm_names()
     held = shared_memory.SharedMemory(create=True, size=4096)
@@ -352,4 +352,4 @@ def test_sigterm_stops_the_run_and_every_process_it_started(tmp_path):
     assert "Traceback" not in stderr, stderr
     time.sleep(1)
     assert processes_naming(str(tmp_path)) == []
-    assert not orphans(before), "left in /dev/shm"
+    assert not orphans(before, settle=2.0), "left in /dev/shm"

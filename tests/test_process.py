@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from shmref.oracle.isolation import orphans, shm_names
+from shmref.oracle.shmclean import orphans, shm_names
 from shmref.process import SCHEMA_PATH
 from shmref.process.messages import ProgramCrashed, ProgramFailure, ProgramTimeout, ProtocolError
 from shmref.process.mixed import mixed_name
@@ -135,7 +135,7 @@ def test_every_message_of_a_run_follows_the_schema(tmp_path: Path, monkeypatch: 
     finally:
         ring.close()
     assert check_log(log) > 200
-    assert not orphans(before)
+    assert not orphans(before, settle=2.0)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +175,7 @@ def test_a_broken_program_is_one_line_and_leaves_nothing(
     assert caught.value.status == {"exit": "CRASH", "abort": "CRASH", "silent": "TIMEOUT"}.get(
         mode, "ERROR"
     )
-    assert not orphans(before)
+    assert not orphans(before, settle=2.0)
 
 
 def test_a_program_must_offer_both_roles_alone() -> None:
@@ -212,7 +212,7 @@ def test_a_mixed_deployment_reads_across(writer: str, readers: str) -> None:
         reader.close()
     finally:
         ring.close()
-    assert not orphans(before)
+    assert not orphans(before, settle=2.0)
 
 
 def conformance(*args: str) -> subprocess.CompletedProcess[str]:

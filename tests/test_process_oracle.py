@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref.oracle.isolation import orphans, shm_names
+from shmref.oracle.shmclean import orphans, shm_names
 
 REPO = Path(__file__).resolve().parents[1]
 SERVE = "exec:python3 -m shmref.process.serve refimpl"
@@ -44,7 +44,7 @@ def conformance(out: Path, *args: str) -> dict[str, dict[str, str]]:
     )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert not orphans(before), "left in /dev/shm"
+    assert not orphans(before, settle=2.0), "left in /dev/shm"
     report = json.loads((out / "conformance.json").read_text())
     return {
         c["name"]: {"status": c["status"], "detail": c.get("detail") or ""}

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
 
-SHM = Path("/dev/shm")
 POLL = 0.1  # seconds between looks at the child
 STARTUP = 120.0  # seconds a new child may take to start beating
 LOG_TAIL = 25  # lines of the child's output kept in a CRASH's detail
@@ -83,80 +83,6 @@ def signal_text(code: int) -> str:
 # -- /dev/shm ------------------------------------------------------------------------------
 
 
-def shm_names() -> set[str]:
-    try:
-        return set(os.listdir(SHM))
-    except OSError:
-        return set()
-
-
-def held_inodes() -> set[int]:
-    """Inodes of /dev/shm files that a live process has open or mapped. By
-    inode, not name: glibc's sem_open maps a temporary file, then links it
-    to the semaphore's name, so a mapping shows another (deleted) name."""
-    held: set[int] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-                for line in maps:
-                    if "/dev/shm/" in line:
-                        held.add(int(line.split()[4]))
-        except (OSError, ValueError, IndexError):
-            pass  # gone, or not ours to read
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/shm/"):
-                    held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
-            except OSError:
-                continue
-    return held
-
-
-def orphans(before: set[str], settle: float = 0.0) -> list[str]:
-    """What appeared in /dev/shm since `before` that no live process holds;
-    with `settle`, still held by none that many seconds later (a sibling
-    child's segment between its last unmap and its unlink is not an orphan)."""
-    new = shm_names() - before
-    found: list[str] = []
-    for look in range(2 if settle else 1):
-        if look:
-            time.sleep(settle)
-        held = held_inodes()
-        found = []
-        for name in sorted(new):
-            try:
-                if os.stat(SHM / name).st_ino not in held:
-                    found.append(name)
-            except OSError:
-                continue
-        new = set(found)
-        if not new:
-            return []
-    return found
-
-
-def remove_orphans(before: set[str]) -> list[str]:
-    """Remove what appeared in /dev/shm since `before` and no live process
-    holds: what the dead child's processes left."""
-    removed = []
-    for name in orphans(before, settle=0.3):
-        try:
-            (SHM / name).unlink()
-            removed.append(name)
-        except OSError:
-            pass
-    return removed
-
-
-# -- one child -------------------------------------------------------------------------------
-
-
 class Child:
     """One worker process and the events it has written so far."""
 
@@ -200,6 +126,7 @@ class Child:
         except OSError:
             pass
         self.process.wait()
+        group_gone(self.process.pid)
 
     def log_tail(self) -> str:
         lines = self.log_path.read_text(errors="replace").strip().splitlines()
@@ -279,6 +206,7 @@ def after(
         os.killpg(child.process.pid, signal.SIGKILL)
     except OSError:
         pass
+    group_gone(child.process.pid)
     if ended:
         return None
     if lane.reserved:  # the test it had claimed to run next: for another child

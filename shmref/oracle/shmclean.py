@@ -1,0 +1,105 @@
+"""What a store's dead processes leave in /dev/shm: found by inode (held by
+no live process) and removed, once the killed process group is gone."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+SHM = Path("/dev/shm")
+
+
+def shm_names() -> set[str]:
+    try:
+        return set(os.listdir(SHM))
+    except OSError:
+        return set()
+
+
+def held_inodes() -> set[int]:
+    """Inodes of /dev/shm files that a live process has open or mapped. By
+    inode, not name: glibc's sem_open maps a temporary file, then links it
+    to the semaphore's name, so a mapping shows another (deleted) name."""
+    held: set[int] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    if "/dev/shm/" in line:
+                        held.add(int(line.split()[4]))
+        except (OSError, ValueError, IndexError):
+            pass  # gone, or not ours to read
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/shm/"):
+                    held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+            except OSError:
+                continue
+    return held
+
+
+def orphans(before: set[str], settle: float = 0.0) -> list[str]:
+    """What appeared in /dev/shm since `before` that no live process holds;
+    with `settle`, still held by none that many seconds later (a sibling
+    child's segment between its last unmap and its unlink is not an orphan)."""
+    new = shm_names() - before
+    found: list[str] = []
+    for look in range(2 if settle else 1):
+        if look:
+            time.sleep(settle)
+        held = held_inodes()
+        found = []
+        for name in sorted(new):
+            try:
+                if os.stat(SHM / name).st_ino not in held:
+                    found.append(name)
+            except OSError:
+                continue
+        new = set(found)
+        if not new:
+            return []
+    return found
+
+
+def group_gone(group: int, timeout: float = 5.0) -> None:
+    """Wait until no live process of process group `group` is left: a killed
+    child's stragglers (readers its tests spawned, a resource tracker) hold
+    their mappings until they are gone, and what they hold is no orphan yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = False
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+                alive = True
+                break
+        if not alive:
+            return
+        time.sleep(0.02)
+
+
+def remove_orphans(before: set[str]) -> list[str]:
+    """Remove what appeared in /dev/shm since `before` and no live process
+    holds: what the dead child's processes left."""
+    removed = []
+    for name in orphans(before, settle=0.3):
+        try:
+            (SHM / name).unlink()
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+# -- one child -------------------------------------------------------------------------------
