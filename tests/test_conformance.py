@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shell_support import in_a_fresh_shell
 
 import refimpl
 from shmref import contract
@@ -64,18 +65,6 @@ def conformance(*args: str, extra_path: Path | None = None) -> subprocess.Comple
         capture_output=True,
         text=True,
         timeout=1800,
-    )
-
-
-def in_a_fresh_shell(command: str) -> subprocess.CompletedProcess[str]:
-    """`command` pasted into a new shell: no inherited environment, no working directory."""
-    return subprocess.run(
-        ["bash", "-c", command],
-        cwd="/",
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
-        timeout=600,
     )
 
 

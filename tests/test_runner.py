@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from shell_support import in_a_fresh_shell
 
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
@@ -65,14 +66,7 @@ def test_a_budget_too_small_keeps_the_unshrunk_counterexample_and_says_so() -> N
     markdown = Report(module.__name__, False, [check], 1.0, []).markdown()
     assert f"Note: {budget.note()}." in markdown
     command = failure["command"].replace("--shmref-shrink-budget 300", "--shmref-shrink-budget 0")
-    fresh = subprocess.run(  # pasted into a new shell: no environment, no working directory
-        ["bash", "-c", command],
-        cwd="/",
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "HOME": "/tmp"},
-        timeout=600,
-    )
+    fresh = in_a_fresh_shell(command)
     output = fresh.stdout[-6000:] + fresh.stderr[-2000:]
     assert fresh.returncode == 1, command + "\n" + output
     assert "Falsifying example" in output and "shrinking stopped by the shrink budget" in output
