@@ -136,18 +136,3 @@ def check_refimpl(audits: Audits, method: str) -> None:
 
 def fresh_lock() -> Any:
     return Lock()
-
-
-def audit_tests(audits: Audits) -> tuple[Callable[..., None], Callable[..., None]]:
-    """The two tests every audit module runs over its `audits` table (a module
-    binds them to its own names, so that pytest collects them there)."""
-
-    @pytest.mark.parametrize("method", sorted(audits))
-    def test_seed_defects_are_all_listed(seed: ModuleType, method: str) -> None:
-        check_seed(seed, audits, method)
-
-    @pytest.mark.parametrize("method", sorted(audits))
-    def test_refimpl_shows_only_open_findings(method: str) -> None:
-        check_refimpl(audits, method)
-
-    return test_seed_defects_are_all_listed, test_refimpl_shows_only_open_findings
