@@ -111,8 +111,9 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
                     failure.picture = svg.render(trace)
                     left = svg.shown_steps(trace).left_out
                     if left:
+                        total = len(trace.steps) + trace.omitted
                         failure.notice = (
-                            f"this trace has {len(trace.steps)} steps: its start and its "
+                            f"this trace has {total} steps: its start and its "
                             f"divergence are drawn, {left} steps in between are left out"
                         )
                         long.append(failure.case)

@@ -21,7 +21,7 @@ from shmref.core import vocabulary
 
 FORMAT = "shmref-trace/1"
 STATES = ("live", "read", "touched", "reclaimable", "free")
-SOURCES = ("hazard", "replay", "hypothesis", "validation")
+SOURCES = ("hazard", "replay", "hypothesis", "validation", "calls")
 SECRET_BYTES = 32  # the handle-signing secret before the data (refimpl/ring.py)
 
 
@@ -77,6 +77,8 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     lasso: int | None = None  # a liveness counterexample loops back to this step index
     ring_label: str = "store"  # what `Step.ring` shows: "store", or "spec" (a TLC trace)
+    omitted: int = 0  # steps not kept (a long test keeps its first and its last calls) ...
+    omitted_after: int | None = None  # ... left out after this many of `steps`
 
     @property
     def diverged_at(self) -> int | None:

@@ -52,6 +52,9 @@ class Shown:
 
 def shown_steps(trace: Trace, limit: int = MAX_STEPS) -> Shown:
     total = len(trace.steps)
+    if trace.omitted and trace.omitted_after is not None and total <= limit:
+        after = max(0, min(trace.omitted_after, total))  # the source kept only these steps
+        return Shown((*range(after), None, *range(after, total)), trace.omitted)
     if total <= limit:
         return Shown(tuple(range(total)), 0)
     mark = trace.diverged_at if trace.diverged_at is not None else total - 1
@@ -108,7 +111,8 @@ class Drawing:
             f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="{self.uid}" '
             f'width="{self.width}" height="{height}" viewBox="0 0 {self.width} {height}" '
             f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="{FONT}" '
-            f'data-steps="{len(self.trace.steps)}" data-left-out="{self.shown.left_out}">'
+            f'data-steps="{len(self.trace.steps) + self.trace.omitted}" '
+            f'data-left-out="{self.shown.left_out}">'
         )
         title = f"<title>{escape(self.trace.title)}</title>"
         background = f'<rect width="{self.width}" height="{height}" fill="#ffffff"/>'
@@ -128,9 +132,8 @@ class Drawing:
         facts = f"a ring of {self.n} units of {unit} B; " + ", ".join(
             f"{k}={v}" for k, v in sorted(trace.constants.items())
         )
-        parts.append(
-            _text(PAD, y + 10, f"{trace.source}: {len(trace.steps)} steps{left}; {facts}", GREY)
-        )
+        steps = len(trace.steps) + trace.omitted
+        parts.append(_text(PAD, y + 10, f"{trace.source}: {steps} steps{left}; {facts}", GREY))
         y += 18
         x = PAD
         for state in STATES:

@@ -21,6 +21,7 @@ from shmref.seed.build import SeedMissing
 from shmref.seed.impl import load_impl
 from shmref.store.readers import close_despite_cycles
 from shmref.suite.stores import Writer
+from shmref.testing import calltrace
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +31,9 @@ def impl_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def impl(impl_name: str) -> ModuleType:
-    return load_impl(impl_name)
+    module = load_impl(impl_name)
+    calltrace.instrument(module)  # a report's run: failing tests leave their calls drawn
+    return module
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +61,8 @@ def pytest_runtest_makereport(
     if call.excinfo is not None and call.excinfo.errisinstance(SeedMissing):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, str(call.excinfo.value))
+    elif report.when == "call" and report.failed and call.excinfo is not None:
+        calltrace.save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])
     return report
 
 
@@ -66,6 +71,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test that needs TLC where Java or the jar is missing is `not run:
     missing TLC (what to install)`, never an error deep inside TLC's runner;
     decided before any fixture (a module's corpus) would call TLC."""
+    calltrace.RECORDER.reset()
     if item.get_closest_marker("tlc") is not None and (missing := tlc.unavailable()):
         pytest.skip(missing)
 
@@ -89,12 +95,16 @@ def ring_factory(impl: ModuleType) -> Iterator[Callable[..., Any]]:
         close_despite_cycles(ring.close)
 
 
+def case_name(item: pytest.Item) -> str:
+    """A test as the report names it: `test_x.py::test_y[p]`."""
+    return "::".join([item.path.name, *item.nodeid.split("::")[1:]])
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.parent != SUITE_DIR:
             continue
-        node = "::".join([item.path.name, *item.nodeid.split("::")[1:]])
-        group = group_of(node, TEST_GROUPS)
+        group = group_of(case_name(item), TEST_GROUPS)
         if group is not None:
             item.add_marker(LEVEL_MARKERS[group.level])
 

@@ -1,0 +1,136 @@
+"""The ring as a failing test's calls placed it (shmref.testing.calltrace):
+what each returned call did to the chunks, in cells of the picture, and the
+ring's own position attributes where it keeps them as plain attributes."""
+
+from __future__ import annotations
+
+import inspect
+import reprlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shmref.render.model import RingTracker
+
+MAX_CELLS = 32  # the ring is drawn in cells of 16 B, doubled until it fits
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxbytes = 22, 22, 16  # type: ignore[attr-defined]
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 4
+
+
+def short(value: Any) -> str:
+    """A value as a step shows it: its repr, cut; never an error."""
+    if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
+        return value.__name__
+    try:
+        return _SHORT.repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+@dataclass
+class RingView:
+    """One ring of the test as the picture shows it: its size in bytes, the
+    drawing's unit, and what the calls placed on it."""
+
+    size: int
+    unit: int = 16
+    tracker: RingTracker = field(init=False)
+    positions: dict[str, Any] | None = None  # the writer's data_buffer_start/end, last seen
+    source: Callable[[], Any] | None = None  # the ring object itself (a weak reference)
+
+    def __post_init__(self) -> None:
+        while self.size // self.unit > MAX_CELLS:
+            self.unit *= 2
+        self.cells = max(-(-self.size // self.unit), 1)
+        self.tracker = RingTracker(self.cells, 0)
+
+    def units(self, address: int, up: bool = False) -> int:
+        """A logical byte address (growing over laps) in cells, laps kept;
+        `up`: the cell a chunk's end falls in counts whole."""
+        lap, offset = divmod(int(address), self.size) if self.size else (0, int(address))
+        cells = -(-offset // self.unit) if up else offset // self.unit
+        return lap * self.cells + cells
+
+
+def follow(ring: RingView, name: str, bound: dict[str, Any], result: Any, lane: str) -> None:
+    """What a returned call did to the ring, in cells (RingTracker's fields)."""
+    tracker = ring.tracker
+    placed = placed_of(result)
+    if name == "allocate_buf" and placed is not None:
+        address, chunk_id = placed
+        size = bound.get("size")
+        tracker.address[chunk_id] = ring.units(address)
+        tracker.size[chunk_id] = max(-(-int(size or 1) // ring.unit), 1)
+        tracker.key[chunk_id] = ""
+    elif name == "put" and placed is not None:
+        address, chunk_id = placed
+        tracker.address[chunk_id] = ring.units(address)
+        tracker.size[chunk_id] = 1  # until the next chunk (or the ring's end) says more
+        tracker.key[chunk_id] = short(bound.get("key")).strip("'")
+        tracker.issued[chunk_id], tracker.reads[chunk_id] = 1, 0
+    elif name == "get_cached" and placed is not None:
+        tracker.issued[placed[1]] = tracker.issued.get(placed[1], 0) + 1
+    elif name == "get" and lane != "writer":
+        read_id = bound.get("monotonic_id")
+        if isinstance(read_id, int) and read_id in tracker.address:
+            tracker.reads[read_id] = tracker.reads.get(read_id, 0) + 1
+    elif name == "touch" and lane == "writer":
+        tracker.touched.add(short(bound.get("key")).strip("'"))
+    elif name == "release_touches":
+        tracker.touched.clear()
+    elif name == "clear":
+        tracker.address.clear()
+        tracker.touched.clear()
+    elif name == "free_buf" and isinstance(result, (list, tuple)):
+        for chunk_id in result:
+            tracker.address.pop(chunk_id, None)
+    tracker.readers = max(tracker.readers, _readers(bound))
+
+
+def positions(ring: RingView) -> dict[str, Any] | None:
+    """data_buffer_start/end in cells, where the ring keeps them as plain
+    attributes (never a property: that could be a call into the store)."""
+    if ring.source is None:
+        return None
+    attributes = attributes_of(ring.source())
+    start, end = attributes.get("data_buffer_start"), attributes.get("data_buffer_end")
+    if not (isinstance(start, int) and isinstance(end, int)):
+        return None
+    tracker = ring.tracker
+    start_u, end_u = ring.units(start), ring.units(end, up=True)
+    for chunk_id, address in list(tracker.address.items()):  # behind start: freed
+        if address + tracker.size.get(chunk_id, 1) <= start_u:
+            del tracker.address[chunk_id]
+    _sizes_from_neighbours(tracker, end_u)
+    return {"data_buffer_start": start_u, "data_buffer_end": end_u, "metadata": tracker.address}
+
+
+def _sizes_from_neighbours(tracker: RingTracker, end: int) -> None:
+    """A put's chunk reaches to the next chunk's address (or the ring's end)."""
+    placed = sorted(tracker.address.items(), key=lambda kv: kv[1])
+    if not placed:
+        return
+    for (chunk_id, address), after in zip(placed, [*(a for _i, a in placed[1:]), end], strict=True):
+        if chunk_id in tracker.issued and after > address:
+            tracker.size[chunk_id] = after - address
+
+
+def attributes_of(obj: Any) -> dict[str, Any]:
+    """An object's own attributes (none for one without a __dict__)."""
+    try:
+        attributes: dict[str, Any] = vars(obj)
+        return attributes
+    except TypeError:
+        return {}
+
+
+def _readers(bound: dict[str, Any]) -> int:
+    count = bound.get("n_readers")
+    return count if isinstance(count, int) and 0 < count < 64 else 0
+
+
+def placed_of(result: Any) -> tuple[int, int] | None:
+    if isinstance(result, tuple) and len(result) == 2 and all(isinstance(v, int) for v in result):
+        return int(result[0]), int(result[1])
+    return None

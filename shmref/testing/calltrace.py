@@ -1,0 +1,345 @@
+"""Every failing property drawn: the calls a suite test made on the store
+under test, kept so that a failure's calls become a timeline over the ring.
+
+The state machines, replays, hazards and trace validation draw their own
+traces; a plain property (a bad-input check, a `@given` test) is a handful
+of direct calls. When a report asks for traces ($SHMREF_TRACE_DIR), the
+implementation's two classes are instrumented once: each public method (and
+the constructors) goes through a thin wrapper that remembers the outermost
+call (method, arguments as short text, outcome, result) and the ring as the
+calls placed and freed it. The wrapper never changes an argument, a result
+or an exception, and keeps no reference to either (text only), so a verdict
+is the same with or without it. Inside a Hypothesis test only the final
+run (the shrunk falsifying example) is recorded, so the search pays nothing.
+`save_failure` turns the calls of a failing test into a trace (source
+`calls`, or `hypothesis` for a falsifying example) unless the test left one
+of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from shmref.render import sink
+from shmref.render.model import Step, Trace
+from shmref.testing.callring import (
+    RingView,
+    attributes_of,
+    follow,
+    positions,
+    short,
+)
+
+CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
+KEPT_HEAD, KEPT_TAIL = 12, 47  # a long test keeps its first and last calls
+UNRECORDED = ("__del__",)  # the collector's close is not the test's call
+_MARK = "__shmref_calltrace__"
+
+
+@dataclass
+class Seen:
+    """An object of the implementation the test called: its lane and its ring."""
+
+    lane: str
+    ring: RingView | None = None
+
+
+class Recorder:
+    """The calls of the running test (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.local = threading.local()
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.head: list[Step] = []
+            self.tail: deque[Step] = deque(maxlen=KEPT_TAIL)
+            self.calls = 0
+            self.objects: dict[int, tuple[Any, Seen]] = {}  # id -> (weak ref or None, seen)
+            self.readers = 0
+            self.last_ring: RingView | None = None
+            self.hypothesis = False
+            self.context: int | None = None
+            self.broken = ""
+
+    # -- whether this call is recorded ---------------------------------------------------------
+
+    def recording(self) -> bool:
+        """Outside Hypothesis always; inside it only in the final run (a new
+        final run starts the record afresh)."""
+        try:
+            from hypothesis.control import current_build_context
+
+            context = current_build_context()
+        except Exception:  # no Hypothesis test is running
+            return True
+        if not context.is_final:
+            return False
+        if self.context != id(context):
+            self.reset()
+            self.context, self.hypothesis = id(context), True
+        return True
+
+    # -- the objects -----------------------------------------------------------------------------
+
+    def seen(self, obj: Any) -> Seen | None:
+        entry = self.objects.get(id(obj))
+        if entry is None:
+            return None
+        ref, seen = entry
+        if ref is not None and ref() is not obj:  # the id of an object that is gone
+            del self.objects[id(obj)]
+            return None
+        return seen
+
+    def meet(self, obj: Any, reader: bool, ring: RingView | None) -> Seen:
+        seen = self.seen(obj)
+        if seen is not None:
+            return seen
+        if reader:
+            self.readers += 1
+        seen = Seen(f"r{self.readers}" if reader else "writer", ring)
+        try:
+            ref: Any = weakref.ref(obj)
+        except TypeError:  # no weak references: known by id for this test
+            ref = None
+        self.objects[id(obj)] = (ref, seen)
+        return seen
+
+    def ring_of(self, obj: Any, bound: dict[str, Any], reader: bool) -> RingView | None:
+        """A new object's ring: a writer ring's own (its size), a storage's
+        (the ring it was given), else (a reader's) the last one the test made."""
+        size = bound.get("data_buffer_size", attributes_of(obj).get("data_buffer_size"))
+        ring = type(obj).__name__ == CLASSES[0]
+        if ring and not reader and isinstance(size, int) and size > 0:
+            view = RingView(size)
+            try:
+                view.source = weakref.ref(obj)
+            except TypeError:  # no weak references: its positions are not shown
+                pass
+            return view
+        for value in bound.values():
+            if (known := self.seen(value)) is not None and known.ring is not None:
+                return known.ring
+        return self.last_ring
+
+    # -- one call ------------------------------------------------------------------------------
+
+    def call(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> Any:
+        try:
+            record = not getattr(self.local, "depth", 0) and name not in UNRECORDED
+            record = record and not _from_within(fn) and self.recording()
+            bound = _bind(fn, args, kw) if record else {}
+        except Exception:  # never in the way of the call
+            record = False
+        if not record:
+            return self.nested(fn, args, kw)
+        self.local.depth = 1
+        target = args[0] if args and name != "create_from_handle" else None
+        try:
+            result = fn(*args, **kw)
+        except BaseException as exc:
+            self.add(name, target, bound, exc.__class__.__name__, _first_line(exc), None)
+            raise
+        finally:
+            self.local.depth = 0
+        self.add(name, target, bound, "ok", "", result)
+        return result
+
+    def nested(self, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        self.local.depth = getattr(self.local, "depth", 0) + 1
+        try:
+            return fn(*args, **kw)
+        finally:
+            self.local.depth -= 1
+
+    def add(
+        self, name: str, target: Any, bound: dict[str, Any], outcome: str, text: str, result: Any
+    ) -> None:
+        """Remember one call; a picture is never worth changing a call, so a
+        problem here only stops the record of this test."""
+        try:
+            shown = text or ("" if result is None else short(result))
+            self._add(name, target, bound, outcome, shown, result)
+        except Exception as exc:  # pragma: no cover - a bug of ours, said in the picture
+            self.broken = f"the calls were not recorded after call {self.calls}: {exc!r}"
+
+    def _add(
+        self, name: str, target: Any, bound: dict[str, Any], outcome: str, text: str, result: Any
+    ) -> None:
+        if self.broken:
+            return
+        with self.lock:
+            if name == "__init__":
+                creating = "create" in bound and bool(bound.get("create"))
+                ring_cls = type(target).__name__ == CLASSES[0]
+                reader = ring_cls and not creating
+                seen = self.meet(target, reader, self.ring_of(target, bound, reader))
+                name = type(target).__name__
+            elif name == "create_from_handle":
+                seen = self.meet(result, True, self.last_ring) if outcome == "ok" else Seen("r?")
+                text = f"reader {seen.lane}" if outcome == "ok" else text
+            else:
+                seen = self.seen(target) or self.meet(
+                    target, attributes_of(target).get("is_writer") is False, self.last_ring
+                )
+            if seen.ring is not None and seen.lane == "writer":
+                self.last_ring = seen.ring
+            ring = seen.ring or self.last_ring
+            if ring is not None and outcome == "ok":
+                follow(ring, name, bound, result, seen.lane)
+            if ring is not None and seen.lane == "writer":
+                ring.positions = positions(ring) or ring.positions
+            where = ring.positions if ring is not None else None
+            shown = {k: short(v) for k, v in bound.items() if k not in ("self", "cls")}
+            self.calls += 1
+            step = Step(
+                self.calls,
+                seen.lane,
+                name,
+                shown,
+                outcome,
+                text,
+                ring=ring.tracker.ring(where) if ring is not None else None,
+            )
+            (self.head if len(self.head) < KEPT_HEAD else self.tail).append(step)
+
+    # -- the trace -----------------------------------------------------------------------------
+
+    def trace(self, case: str, failure: str) -> Trace | None:
+        with self.lock:
+            steps = [*self.head, *self.tail]
+            if not steps:
+                return None
+            omitted = self.calls - len(steps)
+            ring = self.last_ring
+            source = "hypothesis" if self.hypothesis else "calls"
+            title = (
+                f"Hypothesis falsifying example ({case})"
+                if self.hypothesis
+                else f"the calls of {case}"
+            )
+            constants = {"R": self.readers}
+            if ring is not None:
+                constants.update(N=ring.cells, UNIT=ring.unit)
+            trace = Trace(
+                source,
+                title,
+                case=case,
+                verdict=failure + (f" ({self.broken})" if self.broken else ""),
+                constants=constants,
+                readers=[f"r{k + 1}" for k in range(self.readers)],
+                steps=steps,
+                omitted=omitted,
+                omitted_after=len(self.head) if omitted else None,
+            )
+            last = trace.steps[-1]
+            last.diverged = True
+            last.note = f"the test failed after this call: {failure}"
+            return trace
+
+
+def _from_within(fn: Callable[..., Any]) -> bool:
+    """The call comes from the implementation's own module (a context
+    manager's body runs after its call returned): not the test's call."""
+    caller = sys._getframe(3)  # _from_within <- call <- recorded <- the caller
+    return caller.f_globals.get("__name__") == getattr(fn, "__module__", None)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    return text if len(text) <= 80 else text[:79] + "\u2026"
+
+
+@functools.lru_cache(maxsize=256)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+    signature = _signature(fn)
+    if signature is not None:
+        try:
+            return dict(signature.bind(*args, **kw).arguments)
+        except TypeError:
+            pass
+    return {**{f"arg{k}": v for k, v in enumerate(args)}, **kw}
+
+
+# -- instrumenting the implementation ---------------------------------------------------------
+
+RECORDER = Recorder()
+
+
+def _wrapped(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def recorded(*args: Any, **kw: Any) -> Any:
+        return RECORDER.call(name, fn, args, kw)
+
+    return recorded
+
+
+def _instrument_class(cls: type) -> None:
+    if vars(cls).get(_MARK):
+        return
+    for name in dir(cls):
+        if name.startswith("_") and name not in ("__init__", *UNRECORDED):
+            continue
+        member = inspect.getattr_static(cls, name)
+        try:
+            if isinstance(member, classmethod):
+                setattr(cls, name, classmethod(_wrapped(name, member.__func__)))
+            elif isinstance(member, staticmethod):
+                setattr(cls, name, staticmethod(_wrapped(name, member.__func__)))
+            elif inspect.isfunction(member):
+                setattr(cls, name, _wrapped(name, member))
+        except (AttributeError, TypeError):  # a class that cannot be changed: not drawn
+            return
+    try:
+        setattr(cls, _MARK, True)
+    except (AttributeError, TypeError):
+        pass
+
+
+def instrument(module: ModuleType) -> bool:
+    """Record the calls on `module`'s classes (and, for writer and readers
+    from two sides, the readers' classes too) when a report asks for traces.
+    True if it did."""
+    if not os.environ.get(sink.ENV):
+        return False
+    sides = [module, getattr(module, "READERS", None), getattr(module, "WRITER", None)]
+    for side in sides:
+        for name in CLASSES:
+            cls = getattr(side, name, None)
+            if isinstance(cls, type):
+                _instrument_class(cls)
+    return True
+
+
+def save_failure(case: str, failure: str) -> None:
+    """Leave the failing test's calls as its trace, unless it left its own."""
+    folder = os.environ.get(sink.ENV)
+    if not folder or (Path(folder) / sink.file_name(case)).exists():
+        return
+    trace = RECORDER.trace(case, failure)
+    if trace is not None:
+        sink.save(trace, case)
