@@ -9,6 +9,7 @@ with its failure marked, and the verdicts are the same without recording."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from types import ModuleType
 import pytest
 
 from shmref.render import sink, svg
-from shmref.testing import callring, calltrace
+from shmref.testing import callring, callstream, calltrace
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -241,3 +242,70 @@ def test_every_failing_bad_input_test_of_the_seed_is_drawn_and_judged_alike(
     for trace in traces.values():
         assert trace.source == "calls" and trace.diverged_at == len(trace.steps) - 1
         assert trace.steps and trace.verdict
+
+
+# -- a crash: the calls streamed before it -------------------------------------------------------
+
+
+def test_a_call_that_never_returned_is_drawn_as_the_crash(tmp_path: Path) -> None:
+    calls = tmp_path / "1.calls.jsonl"
+    ring = {"start": 0, "end": 1, "chunks": []}
+    step = {"index": 1, "actor": "writer", "action": "put", "args": {"key": "'k'"}}
+    lines = [
+        {"case": "test_x.py::test_other"},
+        {"call": "put", "actor": "writer", "args": {}},
+        {"case": "test_x.py::test_y"},
+        {"call": "put", "actor": "writer", "args": {"key": "'k'"}},
+        {
+            "step": {**step, "outcome": "ok", "result": "(0, 0)", "ring": ring},
+            "constants": {"N": 8},
+        },
+        {"call": "get", "actor": "r1", "args": {"address": "0"}},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines) + '\n{"call": "cut sho'
+    calls.write_text(text, encoding="utf-8")
+    trace = callstream.crash_trace(calls, "test_x.py::test_y", "CRASH", "killed by SIGSEGV\nmore")
+    assert trace is not None and trace.constants == {"N": 8}
+    assert [(s.actor, s.action, s.outcome) for s in trace.steps] == [
+        ("writer", "put", "ok"),
+        ("r1", "get", "CRASH"),
+    ]
+    last = trace.steps[-1]
+    assert last.diverged and last.result == "never returned"
+    assert last.note == "CRASH in this call: killed by SIGSEGV" and last.ring == trace.steps[0].ring
+    assert callstream.crash_trace(calls, "test_x.py::test_unknown", "CRASH", "") is None
+    assert callstream.crash_trace(tmp_path / "missing", "test_x.py::test_y", "CRASH", "") is None
+
+
+def test_hypothesis_search_streams_its_current_example_only(
+    store: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the search (not the final run) calls are streamed, not recorded:
+    a crash shows the example it happened in, with each call's outcome."""
+    from hypothesis import Phase, given, settings
+    from hypothesis import strategies as st
+
+    calls = tmp_path / "child.calls.jsonl"
+    monkeypatch.setenv(callstream.ENV, str(calls))
+    calltrace.RECORDER.reset("test_x.py::test_search")
+    seen: list[int] = []
+
+    @settings(database=None, max_examples=5, phases=[Phase.generate], derandomize=True)
+    @given(st.integers(min_value=1, max_value=30))
+    def search(size: int) -> None:
+        seen.append(size)
+        ring = store.SingleWriterShmRingBuffer(64, create=True)
+        ring.allocate_buf(size)
+        with pytest.raises(MemoryError):
+            ring.allocate_buf(1000)
+
+    search()
+    assert calltrace.RECORDER.trace("test_x.py::test_search", "") is None  # nothing recorded
+    trace = callstream.crash_trace(calls, "test_x.py::test_search", "TIMEOUT", "hung")
+    assert trace is not None
+    assert [(s.action, s.args, s.outcome) for s in trace.steps] == [
+        ("SingleWriterShmRingBuffer", {"data_buffer_size": "64", "create": "True"}, "ok"),
+        ("allocate_buf", {"size": str(seen[-1])}, "ok"),  # the last example, alone
+        ("allocate_buf", {"size": "1000"}, "TIMEOUT"),  # its outcome was never streamed
+    ]
+    assert calls.stat().st_size < 2000  # one example's calls, not the whole search's

@@ -21,6 +21,7 @@ from shmref.oracle.run import selected_groups
 from shmref.oracle.shmclean import orphans, shm_names
 from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT
+from shmref.render import sink
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTY = Path(__file__).resolve().parent / "faulty"
@@ -65,6 +66,26 @@ def test_a_store_that_segfaults_gets_crash_and_the_run_goes_on(tmp_path):
     assert CRASH in found.values(), found
     assert PASS in found.values(), "the properties that never call get still pass"
     assert "killed by SIGSEGV" in markdown
+    assert_drawn_up_to_the_call(tmp_path, CRASH, "get")
+
+
+def assert_drawn_up_to_the_call(out: Path, status: str, call: str) -> None:
+    """Each property that crashed or hung is drawn: its test's calls, the
+    last one (the one that never returned) marked with the status."""
+    report = json.loads((out / "conformance.json").read_text())
+    lost = [
+        f["case"]
+        for level in report["levels"].values()
+        for check in level["checks"]
+        if check["status"] == status
+        for f in check["failures"]
+    ]
+    traces, problems = sink.load_all(out / sink.FOLDER)
+    assert lost and not problems
+    for case in lost:
+        steps = traces[case].steps
+        assert steps[-1].outcome == status and steps[-1].diverged, case
+        assert steps[-1].action == call and steps[-1].result == "never returned", case
 
 
 @pytest.mark.slow
@@ -73,6 +94,7 @@ def test_a_store_that_hangs_gets_timeout_with_the_stack(tmp_path):
     assert TIMEOUT in found.values(), found
     assert "did not return within 3 s" in markdown
     assert "hang_in_get.py" in markdown, "the report shows where it hung"
+    assert_drawn_up_to_the_call(tmp_path, TIMEOUT, "get")
 
 
 @pytest.mark.slow

@@ -29,6 +29,8 @@ from typing import Any
 
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
+from shmref.render.sink import FOLDER, file_name, save
+from shmref.testing.callstream import calls_file, crash_trace
 
 POLL = 0.1  # seconds between looks at the child
 STARTUP = 120.0  # seconds a new child may take to start beating
@@ -191,6 +193,19 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
     )
 
 
+def draw_the_calls_before(incident: Incident, child: Child) -> None:
+    """The calls of the test a child died (or was killed) in, drawn up to
+    the call it never returned from (shmref.testing.callstream)."""
+    folder = child.events_path.parent.parent / FOLDER  # DIR/workers/N.jsonl -> DIR/timelines
+    if incident.node is None or (folder / file_name(incident.node)).exists():
+        return
+    trace = crash_trace(
+        calls_file(child.events_path), incident.node, incident.status, incident.detail
+    )
+    if trace is not None:
+        save(trace, incident.node, folder)
+
+
 def after(
     lane: Lane,
     result: tuple[bool, Unit | None, str | None],
@@ -224,6 +239,7 @@ def after(
     if unit not in outcome.incidents:
         outcome.incidents[unit] = process_incident(code, node, child.log_tail())
     incident = outcome.incidents[unit]
+    draw_the_calls_before(incident, child)
     hear({"e": "incident", "unit": list(unit), "status": incident.status, "node": node})
     job["skip_units"] = [list(u) for u in outcome.incidents]
     job["skip_nodes"] = sorted(outcome.cases)

@@ -37,6 +37,8 @@ from shmref.oracle.verdict import ERROR, PROTOCOL, Check
 from shmref.render.sink import ENV as TRACE_ENV
 from shmref.render.sink import FOLDER as TRACE_FOLDER
 from shmref.testing import shrinkbudget
+from shmref.testing.callstream import ENV as CALLS_ENV
+from shmref.testing.callstream import calls_file
 from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")
@@ -368,6 +370,7 @@ def main(argv: list[str]) -> int:
     job_path, events_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())
     os.environ[TRACE_ENV] = str(Path(job["out"]) / TRACE_FOLDER)  # failures leave their traces
+    os.environ[CALLS_ENV] = str(calls_file(events_path))  # ... and a crash, the calls before it
     events = Events(events_path)
     faulthandler.enable()  # a segfault prints the Python stack to our log
     from shmref.seed.impl import load_impl

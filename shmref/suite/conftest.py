@@ -71,7 +71,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test that needs TLC where Java or the jar is missing is `not run:
     missing TLC (what to install)`, never an error deep inside TLC's runner;
     decided before any fixture (a module's corpus) would call TLC."""
-    calltrace.RECORDER.reset()
+    calltrace.RECORDER.reset(case_name(item))
     if item.get_closest_marker("tlc") is not None and (missing := tlc.unavailable()):
         pytest.skip(missing)
 

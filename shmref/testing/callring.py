@@ -20,6 +20,9 @@ _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 4
 
 def short(value: Any) -> str:
     """A value as a step shows it: its repr, cut; never an error."""
+    kind = type(value)
+    if kind is int and -(10**15) < value < 10**15 or kind is str and len(value) <= 20:
+        return repr(value)  # the common arguments, without reprlib's cost
     if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
         return value.__name__
     try:

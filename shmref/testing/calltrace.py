@@ -18,6 +18,7 @@ of its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -40,6 +41,8 @@ from shmref.testing.callring import (
     positions,
     short,
 )
+from shmref.testing.callstream import ENV as STREAM_ENV
+from shmref.testing.callstream import Stream
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 KEPT_HEAD, KEPT_TAIL = 12, 47  # a long test keeps its first and last calls
@@ -61,10 +64,17 @@ class Recorder:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.local = threading.local()
+        self.stream = Stream()  # for the oracle, should the process die in a call
+        self.case = ""
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, case: str | None = None) -> None:
+        """Start the record of a test (`case`: its name; None: the same test again)."""
         with self.lock:
+            if case is not None:
+                self.case = case
+            if self.case:
+                self.stream.case(self.case)
             self.head: list[Step] = []
             self.tail: deque[Step] = deque(maxlen=KEPT_TAIL)
             self.calls = 0
@@ -73,25 +83,36 @@ class Recorder:
             self.last_ring: RingView | None = None
             self.hypothesis = False
             self.context: int | None = None
+            self.example: int | None = None
+            self.done = ""  # the outcome of the search's last streamed call
             self.broken = ""
 
     # -- whether this call is recorded ---------------------------------------------------------
 
-    def recording(self) -> bool:
-        """Outside Hypothesis always; inside it only in the final run (a new
-        final run starts the record afresh)."""
+    def recording(self) -> str:
+        """ "full" outside Hypothesis and in its final run (which starts the
+        record afresh); "light" in its search when the calls are streamed (a
+        crash's example: the calls and outcomes, no ring); else ""."""
         try:
             from hypothesis.control import current_build_context
 
             context = current_build_context()
         except Exception:  # no Hypothesis test is running
-            return True
+            return "full"
         if not context.is_final:
-            return False
+            if not os.environ.get(STREAM_ENV):
+                return ""
+            if self.example != id(context):  # a new example: the stream starts again
+                with self.lock:
+                    self.example = id(context)
+                    self.objects, self.readers, self.last_ring = {}, 0, None
+                    self.done = ""
+                self.stream.case(self.case)
+            return "light"
         if self.context != id(context):
-            self.reset()
+            self.reset(None)
             self.context, self.hypothesis = id(context), True
-        return True
+        return "full"
 
     # -- the objects -----------------------------------------------------------------------------
 
@@ -142,15 +163,19 @@ class Recorder:
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]
     ) -> Any:
         try:
-            record = not getattr(self.local, "depth", 0) and name not in UNRECORDED
-            record = record and not _from_within(fn) and self.recording()
+            record = ""
+            if not getattr(self.local, "depth", 0) and name not in UNRECORDED:
+                record = "" if _from_within(fn) else self.recording()
             bound = _bind(fn, args, kw) if record else {}
         except Exception:  # never in the way of the call
-            record = False
+            record = ""
+        if record == "light":
+            return self.streamed(name, fn, args, kw, bound)
         if not record:
             return self.nested(fn, args, kw)
         self.local.depth = 1
         target = args[0] if args and name != "create_from_handle" else None
+        self.begin(name, target, bound)
         try:
             result = fn(*args, **kw)
         except BaseException as exc:
@@ -159,6 +184,40 @@ class Recorder:
         finally:
             self.local.depth = 0
         self.add(name, target, bound, "ok", "", result)
+        return result
+
+    def begin(self, name: str, target: Any, bound: dict[str, Any], done: str = "") -> None:
+        """The call about to be made, for the stream (before it can crash)."""
+        if not os.environ.get(STREAM_ENV) or self.broken:
+            return
+        try:
+            known = self.seen(target) if target is not None else None
+            actor = known.lane if known is not None else "writer"
+            action = type(target).__name__ if name == "__init__" else name
+            self.stream.call(action, actor, shown_args(bound), done)
+        except Exception:  # pragma: no cover - never in the way of the call
+            pass
+
+    def streamed(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kw: dict[str, Any],
+        bound: dict[str, Any],
+    ) -> Any:
+        """A call of Hypothesis's search: only streamed, should it crash."""
+        target = args[0] if args and name != "create_from_handle" else None
+        self.begin(name, target, bound, self.done)
+        try:
+            result = self.nested(fn, args, kw)
+        except BaseException as exc:
+            self.done = exc.__class__.__name__  # said with the next call, or never needed
+            raise
+        self.done = "ok"
+        if name in ("__init__", "create_from_handle"):  # the lanes of what follows
+            with contextlib.suppress(Exception), self.lock:
+                self.identify(name, target, bound, result, "ok")
         return result
 
     def nested(self, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -185,19 +244,10 @@ class Recorder:
         if self.broken:
             return
         with self.lock:
-            if name == "__init__":
-                creating = "create" in bound and bool(bound.get("create"))
-                ring_cls = type(target).__name__ == CLASSES[0]
-                reader = ring_cls and not creating
-                seen = self.meet(target, reader, self.ring_of(target, bound, reader))
-                name = type(target).__name__
-            elif name == "create_from_handle":
-                seen = self.meet(result, True, self.last_ring) if outcome == "ok" else Seen("r?")
-                text = f"reader {seen.lane}" if outcome == "ok" else text
-            else:
-                seen = self.seen(target) or self.meet(
-                    target, attributes_of(target).get("is_writer") is False, self.last_ring
-                )
+            seen = self.identify(name, target, bound, result, outcome)
+            if name == "create_from_handle" and outcome == "ok":
+                text = f"reader {seen.lane}"
+            name = type(target).__name__ if name == "__init__" else name
             if seen.ring is not None and seen.lane == "writer":
                 self.last_ring = seen.ring
             ring = seen.ring or self.last_ring
@@ -206,18 +256,38 @@ class Recorder:
             if ring is not None and seen.lane == "writer":
                 ring.positions = positions(ring) or ring.positions
             where = ring.positions if ring is not None else None
-            shown = {k: short(v) for k, v in bound.items() if k not in ("self", "cls")}
             self.calls += 1
             step = Step(
                 self.calls,
                 seen.lane,
                 name,
-                shown,
+                shown_args(bound),
                 outcome,
                 text,
                 ring=ring.tracker.ring(where) if ring is not None else None,
             )
             (self.head if len(self.head) < KEPT_HEAD else self.tail).append(step)
+            if os.environ.get(STREAM_ENV):
+                self.stream.step(step, self.constants())
+
+    def identify(
+        self, name: str, target: Any, bound: dict[str, Any], result: Any, outcome: str
+    ) -> Seen:
+        """The object a call was made on (or made): its lane and its ring."""
+        if name == "__init__":
+            creating = "create" in bound and bool(bound.get("create"))
+            reader = type(target).__name__ == CLASSES[0] and not creating
+            return self.meet(target, reader, self.ring_of(target, bound, reader))
+        if name == "create_from_handle":
+            return self.meet(result, True, self.last_ring) if outcome == "ok" else Seen("r?")
+        return self.seen(target) or self.meet(
+            target, attributes_of(target).get("is_writer") is False, self.last_ring
+        )
+
+    def constants(self) -> dict[str, int]:
+        ring = self.last_ring
+        drawn = {"N": ring.cells, "UNIT": ring.unit} if ring is not None else {}
+        return {"R": self.readers, **drawn}
 
     # -- the trace -----------------------------------------------------------------------------
 
@@ -227,16 +297,13 @@ class Recorder:
             if not steps:
                 return None
             omitted = self.calls - len(steps)
-            ring = self.last_ring
             source = "hypothesis" if self.hypothesis else "calls"
             title = (
                 f"Hypothesis falsifying example ({case})"
                 if self.hypothesis
                 else f"the calls of {case}"
             )
-            constants = {"R": self.readers}
-            if ring is not None:
-                constants.update(N=ring.cells, UNIT=ring.unit)
+            constants = self.constants()
             trace = Trace(
                 source,
                 title,
@@ -254,6 +321,10 @@ class Recorder:
             return trace
 
 
+def shown_args(bound: dict[str, Any]) -> dict[str, str]:
+    return {k: short(v) for k, v in bound.items() if k not in ("self", "cls")}
+
+
 def _from_within(fn: Callable[..., Any]) -> bool:
     """The call comes from the implementation's own module (a context
     manager's body runs after its call returned): not the test's call."""
@@ -268,15 +339,23 @@ def _first_line(exc: BaseException) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+def _parameters(fn: Callable[..., Any]) -> tuple[inspect.Signature | None, tuple[str, ...] | None]:
+    """The signature, and the names plain positional calls bind to (None:
+    the signature has *args, or none could be read)."""
     try:
-        return inspect.signature(fn)
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        return None
+        return None, None
+    kinds = [p.kind for p in signature.parameters.values()]
+    plain = inspect.Parameter.VAR_POSITIONAL not in kinds
+    names = tuple(signature.parameters) if plain else None
+    return signature, names
 
 
 def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-    signature = _signature(fn)
+    signature, names = _parameters(fn)
+    if names is not None and len(args) <= len(names) and not kw:  # the common call, fast
+        return dict(zip(names, args, strict=False))
     if signature is not None:
         try:
             return dict(signature.bind(*args, **kw).arguments)
