@@ -4,31 +4,14 @@ ring's own position attributes where it keeps them as plain attributes."""
 
 from __future__ import annotations
 
-import inspect
-import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from shmref.render.model import RingTracker
+from shmref.testing.calltext import short
 
 MAX_CELLS = 32  # the ring is drawn in cells of 16 B, doubled until it fits
-_SHORT = reprlib.Repr()
-_SHORT.maxstring, _SHORT.maxother, _SHORT.maxbytes = 22, 22, 16  # type: ignore[attr-defined]
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 4
-
-
-def short(value: Any) -> str:
-    """A value as a step shows it: its repr, cut; never an error."""
-    kind = type(value)
-    if kind is int and -(10**15) < value < 10**15 or kind is str and len(value) <= 20:
-        return repr(value)  # the common arguments, without reprlib's cost
-    if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
-        return value.__name__
-    try:
-        return _SHORT.repr(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
 
 
 @dataclass

@@ -34,15 +34,10 @@ from typing import Any
 
 from shmref.render import sink
 from shmref.render.model import Step, Trace
-from shmref.testing.callring import (
-    RingView,
-    attributes_of,
-    follow,
-    positions,
-    short,
-)
+from shmref.testing.callring import RingView, attributes_of, follow, positions
 from shmref.testing.callstream import ENV as STREAM_ENV
 from shmref.testing.callstream import Stream
+from shmref.testing.calltext import bind, first_line, short, shown_args
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 KEPT_HEAD, KEPT_TAIL = 12, 47  # a long test keeps its first and last calls
@@ -166,7 +161,7 @@ class Recorder:
             record = ""
             if not getattr(self.local, "depth", 0) and name not in UNRECORDED:
                 record = "" if _from_within(fn) else self.recording()
-            bound = _bind(fn, args, kw) if record else {}
+            bound = bind(fn, args, kw) if record else {}
         except Exception:  # never in the way of the call
             record = ""
         if record == "light":
@@ -179,7 +174,7 @@ class Recorder:
         try:
             result = fn(*args, **kw)
         except BaseException as exc:
-            self.add(name, target, bound, exc.__class__.__name__, _first_line(exc), None)
+            self.add(name, target, bound, exc.__class__.__name__, first_line(exc), None)
             raise
         finally:
             self.local.depth = 0
@@ -321,47 +316,11 @@ class Recorder:
             return trace
 
 
-def shown_args(bound: dict[str, Any]) -> dict[str, str]:
-    return {k: short(v) for k, v in bound.items() if k not in ("self", "cls")}
-
-
 def _from_within(fn: Callable[..., Any]) -> bool:
     """The call comes from the implementation's own module (a context
     manager's body runs after its call returned): not the test's call."""
     caller = sys._getframe(3)  # _from_within <- call <- recorded <- the caller
     return caller.f_globals.get("__name__") == getattr(fn, "__module__", None)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else ""
-    return text if len(text) <= 80 else text[:79] + "\u2026"
-
-
-@functools.lru_cache(maxsize=256)
-def _parameters(fn: Callable[..., Any]) -> tuple[inspect.Signature | None, tuple[str, ...] | None]:
-    """The signature, and the names plain positional calls bind to (None:
-    the signature has *args, or none could be read)."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None, None
-    kinds = [p.kind for p in signature.parameters.values()]
-    plain = inspect.Parameter.VAR_POSITIONAL not in kinds
-    names = tuple(signature.parameters) if plain else None
-    return signature, names
-
-
-def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-    signature, names = _parameters(fn)
-    if names is not None and len(args) <= len(names) and not kw:  # the common call, fast
-        return dict(zip(names, args, strict=False))
-    if signature is not None:
-        try:
-            return dict(signature.bind(*args, **kw).arguments)
-        except TypeError:
-            pass
-    return {**{f"arg{k}": v for k, v in enumerate(args)}, **kw}
 
 
 # -- instrumenting the implementation ---------------------------------------------------------
