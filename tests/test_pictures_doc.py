@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shmref.docgen import findings, pictures
+from shmref.docgen import callpictures, findings, pictures
 from shmref.render import svg
 from shmref.render.model import Trace
 
@@ -86,3 +86,47 @@ def test_the_committed_trace_is_tlcs_counterexample(picture: pictures.Picture) -
         f"{picture.model}.json is not TLC's counterexample of today's spec: "
         "run `make findings` and commit docs/pictures"
     )
+
+
+# -- the findings a seed test demonstrates, drawn from its calls -----------------------------
+
+
+def test_every_finding_demonstrated_in_process_has_its_calls_drawn() -> None:
+    drawn_by_tlc = {f for p in pictures.PICTURES for f in p.findings}
+    wanted = callpictures.wanted(findings.load_findings(), drawn_by_tlc)
+    committed = callpictures.committed(pictures.FOLDER)
+    assert len(committed) >= 20 and set(committed) <= {p.finding for p in wanted}
+    doc = findings.DOC.read_text(encoding="utf-8")
+    for ident, path in committed.items():
+        assert f"<!-- BEGIN GENERATED: picture-{ident} " in doc
+        assert f"docs/pictures/{path.with_suffix('.svg').name}" in doc
+        trace = Trace.load(path)
+        assert trace.source == "calls" and trace.steps[-1].diverged
+        assert "0x" not in path.read_text(encoding="utf-8").replace("0x\u2026", "")
+
+
+def test_a_finding_picture_without_its_place_is_one_line(tmp_path: Path) -> None:
+    """Broken input: FINDINGS.md without one picture's markers."""
+    ident = next(iter(callpictures.committed(pictures.FOLDER)))
+    text = findings.DOC.read_text(encoding="utf-8")
+    start = text.index(f"<!-- BEGIN GENERATED: picture-{ident} ")
+    end = text.index(f"<!-- END GENERATED: picture-{ident} -->")
+    doc = tmp_path / "FINDINGS.md"
+    doc.write_text(text[:start] + text[end + len(f"<!-- END GENERATED: picture-{ident} -->") :])
+    with pytest.raises(findings.FindingsError, match=f"picture-{ident}: a finding's picture"):
+        findings.generate(doc)
+
+
+@pytest.mark.slow
+def test_the_committed_calls_are_what_the_seed_does_today(tmp_path: Path) -> None:
+    """Recorded afresh (the seed's tests, one pytest), every picture's JSON is
+    the committed one: neutral names make the recording repeatable."""
+    drawn_by_tlc = {f for p in pictures.PICTURES for f in p.findings}
+    wanted = callpictures.wanted(findings.load_findings(), drawn_by_tlc)
+    recorded = callpictures.record(wanted, REPO)
+    committed = callpictures.committed(pictures.FOLDER)
+    assert set(recorded) == set(committed)
+    for ident, trace in recorded.items():
+        assert trace.dumps() == committed[ident].read_text(encoding="utf-8"), (
+            f"finding-{ident}.json is not what the seed's test does today: run `make findings`"
+        )

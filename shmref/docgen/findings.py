@@ -35,7 +35,7 @@ from typing import Any
 from tabulate import tabulate  # type: ignore[import-untyped]
 
 from shmref.core.paths import checkout
-from shmref.docgen import coverage, pictures
+from shmref.docgen import callpictures, coverage, pictures
 from shmref.docgen.datafiles import load_entries
 from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of this module's API
     FAILED,
@@ -306,6 +306,12 @@ def generate(
         raise FindingsError(f"{doc} not found") from exc
     summary = load_summary(snapshot)
     drawn = pictures.for_doc(pictures.sections(""), text)
+    homeless = sorted(set(callpictures.sections(pictures.FOLDER, "")) - set(drawn))
+    if homeless:
+        raise FindingsError(
+            f"{', '.join(homeless)}: a finding's picture has no place in {doc.name} "
+            "(add its BEGIN/END GENERATED markers under the finding)"
+        )
     return render(text, {**sections(load_findings(data), summary, repo, coverage_data), **drawn})
 
 
@@ -337,6 +343,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not DATA.is_file():
         print(f"shmref.findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
         return 2
+    if not args.check and args.doc == DOC:  # the findings' calls, recorded on the seed
+        tlc_drawn = {f for p in pictures.PICTURES for f in p.findings}
+        try:
+            wanted = callpictures.wanted(load_findings(args.data), tlc_drawn)
+        except FindingsError as exc:
+            print(f"findings: {exc}", file=sys.stderr)
+            return 2
+        for note in callpictures.refresh(wanted, pictures.FOLDER, REPO):
+            print(f"pictures: {note}")
     try:
         if args.conformance:
             summary = summarize_conformance(json.loads(args.conformance.read_text("utf-8")))

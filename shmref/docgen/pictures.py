@@ -8,7 +8,8 @@ refreshes the JSON from TLC's cached output when there is one (hazard_trace:
 else keeps the committed JSON, then redraws every SVG and the documents'
 picture sections. The check needs no Java: the SVGs must be what the
 committed JSON draws, byte for byte; a `tlc` test checks the JSON against
-TLC itself.
+TLC itself. The findings a seed test demonstrates are drawn from its calls
+(shmref.docgen.callpictures).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from shmref import tlc
 from shmref.core.paths import SPEC_DIR, checkout
+from shmref.docgen import callpictures
 from shmref.oracle.hazards import hazard_trace
 from shmref.render import svg
 from shmref.render.model import Trace, TraceFormatError
@@ -140,8 +142,12 @@ def refresh_traces(folder: Path = FOLDER, run_missing: bool = False) -> list[str
 
 
 def drawings(folder: Path = FOLDER) -> dict[Path, str]:
-    """Every picture's SVG as its committed JSON draws it."""
-    out = {}
+    """Every picture's SVG as its committed JSON draws it (the findings'
+    calls too: shmref.docgen.callpictures)."""
+    try:
+        out = callpictures.drawings(folder)
+    except ValueError as exc:
+        raise PictureError(str(exc)) from None
     for picture in PICTURES:
         try:
             trace = Trace.load(trace_path(picture, folder))
@@ -187,6 +193,7 @@ def sections(relative_to: str) -> dict[str, str]:
         )
         for finding in picture.findings:
             out[f"picture-{finding}"] = block
+    out.update(callpictures.sections(FOLDER, relative_to))
     out["pictures"] = "\n\n".join(
         f"**{'/'.join(p.findings)}** ({p.model}): {p.caption}\n\n"
         f"![{p.model}]({relative_to}docs/pictures/{p.model}.svg)"

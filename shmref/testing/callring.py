@@ -38,6 +38,10 @@ class RingView:
         cells = -(-offset // self.unit) if up else offset // self.unit
         return lap * self.cells + cells
 
+    def cell(self, address: int) -> int:
+        """The cell a chunk's address falls in (its place in the segment)."""
+        return (int(address) % self.size if self.size else int(address)) // self.unit
+
 
 def follow(ring: RingView, name: str, bound: dict[str, Any], result: Any, lane: str) -> None:
     """What a returned call did to the ring, in cells (RingTracker's fields)."""
@@ -46,12 +50,12 @@ def follow(ring: RingView, name: str, bound: dict[str, Any], result: Any, lane: 
     if name == "allocate_buf" and placed is not None:
         address, chunk_id = placed
         size = bound.get("size")
-        tracker.address[chunk_id] = ring.units(address)
+        tracker.address[chunk_id] = ring.cell(address)
         tracker.size[chunk_id] = max(-(-int(size or 1) // ring.unit), 1)
         tracker.key[chunk_id] = ""
     elif name == "put" and placed is not None:
         address, chunk_id = placed
-        tracker.address[chunk_id] = ring.units(address)
+        tracker.address[chunk_id] = ring.cell(address)
         tracker.size[chunk_id] = 1  # until the next chunk (or the ring's end) says more
         tracker.key[chunk_id] = short(bound.get("key")).strip("'")
         tracker.issued[chunk_id], tracker.reads[chunk_id] = 1, 0
@@ -85,21 +89,34 @@ def positions(ring: RingView) -> dict[str, Any] | None:
         return None
     tracker = ring.tracker
     start_u, end_u = ring.units(start), ring.units(end, up=True)
-    for chunk_id, address in list(tracker.address.items()):  # behind start: freed
-        if address + tracker.size.get(chunk_id, 1) <= start_u:
+    order = _live_ids(attributes)
+    if order is not None:  # the documented id range says which chunks are live
+        for chunk_id in set(tracker.address) - set(order):
             del tracker.address[chunk_id]
-    _sizes_from_neighbours(tracker, end_u)
+        _sizes_from_neighbours(tracker, [i for i in order if i in tracker.address], end_u)
     return {"data_buffer_start": start_u, "data_buffer_end": end_u, "metadata": tracker.address}
 
 
-def _sizes_from_neighbours(tracker: RingTracker, end: int) -> None:
-    """A put's chunk reaches to the next chunk's address (or the ring's end)."""
-    placed = sorted(tracker.address.items(), key=lambda kv: kv[1])
-    if not placed:
-        return
-    for (chunk_id, address), after in zip(placed, [*(a for _i, a in placed[1:]), end], strict=True):
-        if chunk_id in tracker.issued and after > address:
-            tracker.size[chunk_id] = after - address
+def _live_ids(attributes: dict[str, Any]) -> list[int] | None:
+    """The live ids, oldest first, from monotonic_id_start/end and ID_MAX."""
+    first, after = attributes.get("monotonic_id_start"), attributes.get("monotonic_id_end")
+    id_max = attributes.get("ID_MAX")
+    if not all(isinstance(v, int) for v in (first, after, id_max)) or not id_max:
+        return None
+    assert isinstance(first, int) and isinstance(after, int) and isinstance(id_max, int)
+    count = (after - first) % id_max
+    return [(first + k) % id_max for k in range(min(count, 4096))]
+
+
+def _sizes_from_neighbours(tracker: RingTracker, order: list[int], end: int) -> None:
+    """A put's chunk reaches to the next live chunk's cell (the last: the end)."""
+    cells = tracker.n
+    for here, after in zip(order, [*order[1:], None][: len(order)], strict=True):
+        if here not in tracker.issued:
+            continue  # allocate_buf's chunks know their size
+        reach = tracker.address[after] if after is not None else end % cells or cells
+        gap = (reach - tracker.address[here]) % cells
+        tracker.size[here] = gap or 1
 
 
 def attributes_of(obj: Any) -> dict[str, Any]:

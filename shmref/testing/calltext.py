@@ -22,6 +22,8 @@ def short(value: Any) -> str:
         return repr(value)  # the common arguments, without reprlib's cost
     if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
         return value.__name__
+    if kind.__repr__ is object.__repr__:  # "<... object at 0x...>": its class says as much
+        return f"<{kind.__name__}>"
     try:
         return _SHORT.repr(value)
     except Exception:

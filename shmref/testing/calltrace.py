@@ -121,13 +121,14 @@ class Recorder:
             return None
         return seen
 
-    def meet(self, obj: Any, reader: bool, ring: RingView | None) -> Seen:
+    def meet(self, obj: Any, reader: bool, ring: RingView | None, lane: str = "") -> Seen:
         seen = self.seen(obj)
         if seen is not None:
             return seen
-        if reader:
+        if reader and not lane:
             self.readers += 1
-        seen = Seen(f"r{self.readers}" if reader else "writer", ring)
+            lane = f"r{self.readers}"
+        seen = Seen(lane or "writer", ring)
         try:
             ref: Any = weakref.ref(obj)
         except TypeError:  # no weak references: known by id for this test
@@ -270,8 +271,14 @@ class Recorder:
     ) -> Seen:
         """The object a call was made on (or made): its lane and its ring."""
         if name == "__init__":
-            creating = "create" in bound and bool(bound.get("create"))
-            reader = type(target).__name__ == CLASSES[0] and not creating
+            if type(target).__name__ == CLASSES[0]:
+                reader = not ("create" in bound and bool(bound.get("create")))
+            else:  # a storage is a reader's when its ring is, and shares its lane
+                rings = [seen for v in bound.values() if (seen := self.seen(v)) is not None]
+                lanes = [seen.lane for seen in rings if seen.lane != "writer"]
+                if lanes:
+                    return self.meet(target, True, self.last_ring, lanes[0])
+                reader = False
             return self.meet(target, reader, self.ring_of(target, bound, reader))
         if name == "create_from_handle":
             return self.meet(result, True, self.last_ring) if outcome == "ok" else Seen("r?")

@@ -1,0 +1,48 @@
+"""The calls of any test on a store, for tests outside the suite (FINDINGS'
+regression tests): `pytest -p shmref.testing.callplugin` with
+$SHMREF_TRACE_DIR set instruments every store module a fixture returns
+(shmref.testing.calltrace) and leaves each failing test's calls as a trace;
+with $SHMREF_TRACE_PASSED set, a passing test's too (a finding's
+demonstration passes on the seed: its calls are the picture)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from shmref.testing import calltrace
+
+PASSED_ENV = "SHMREF_TRACE_PASSED"
+
+
+def case_name(item: pytest.Item) -> str:
+    """A test as reports name it: `test_x.py::test_y[p]`."""
+    return "::".join([item.path.name, *item.nodeid.split("::")[1:]])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
+    value = yield
+    if isinstance(value, ModuleType) and all(hasattr(value, c) for c in calltrace.CLASSES):
+        calltrace.instrument(value)
+    return value
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    calltrace.RECORDER.reset(case_name(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed and call.excinfo is not None:
+        calltrace.save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])
+    elif report.when == "call" and report.passed and os.environ.get(PASSED_ENV):
+        calltrace.save_failure(case_name(item), "")
+    return report
