@@ -22,7 +22,7 @@ def short(value: Any) -> str:
         return repr(value)  # the common arguments, without reprlib's cost
     if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
         return value.__name__
-    if kind.__repr__ is object.__repr__:  # "<... object at 0x...>": its class says as much
+    if getattr(kind, "__repr__", None) is object.__repr__:  # "<... at 0x...>": its class says it
         return f"<{kind.__name__}>"
     try:
         return _SHORT.repr(value)
