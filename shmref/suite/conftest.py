@@ -22,6 +22,7 @@ from shmref.seed.impl import load_impl
 from shmref.store.readers import close_despite_cycles
 from shmref.suite.stores import Writer
 from shmref.testing import calltrace
+from shmref.testing.callplugin import case_name
 
 
 @pytest.fixture(scope="session")
@@ -93,11 +94,6 @@ def ring_factory(impl: ModuleType) -> Iterator[Callable[..., Any]]:
     yield make
     for ring in made:  # a refused call's traceback may hold a view: freed by the collector
         close_despite_cycles(ring.close)
-
-
-def case_name(item: pytest.Item) -> str:
-    """A test as the report names it: `test_x.py::test_y[p]`."""
-    return "::".join([item.path.name, *item.nodeid.split("::")[1:]])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
