@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-COUNT_BYTES = 4  # the object's read count: part of the size put checks (seed behaviour)
+from shmref.contract import object_size
 
 
 def serde_of(storage: Any) -> Any:
@@ -60,10 +60,8 @@ def sized(serde: Any, total: int, fill: str = "x") -> bytes | str:
 
 
 def object_bytes(serde: Any, value: Any) -> int:
-    """The size put checks against max_object_size: the read count, the
-    serde's metadata and its data (seed behaviour)."""
-    _data, data_bytes, _md, md_bytes = serde.serialize(value)
-    return int(COUNT_BYTES + md_bytes + data_bytes)
+    """The size put checks against max_object_size (the written contract)."""
+    return object_size(serde, value)
 
 
 def full_size(serde: Any, at_least: int) -> tuple[int, bytes | str]:
