@@ -195,19 +195,11 @@ def run_bad_input(impl: str, tmp_path: Path, traces: Path | None) -> dict[str, s
     if traces is not None:
         env[sink.ENV] = str(traces)
     report = tmp_path / f"report-{traces is not None}.json"
+    command = f"-m pytest -q -p no:cacheprovider --shmref-impl={impl} --pyargs shmref.suite"
     subprocess.run(
         [
             sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            f"--shmref-impl={impl}",
-            "--pyargs",
-            "shmref.suite",
+            *command.split(),
             "-k",
             "TestBadInput or TestBadPuts",
             f"--junitxml={report}",
