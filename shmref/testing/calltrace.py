@@ -42,6 +42,10 @@ from shmref.testing.calltext import bind, first_line, short, shown_args
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 KEPT_HEAD, KEPT_TAIL = 12, 47  # a long test keeps its first and last calls
 UNRECORDED = ("__del__",)  # the collector's close is not the test's call
+# Calls shmref's own checkers make (the Driver under replays, machines,
+# hazards and recordings) are drawn by those checks: not recorded (their
+# thousands of calls would cost a fifth of a run). The suite's tests are.
+SUITE = "shmref.suite"
 _MARK = "__shmref_calltrace__"
 
 
@@ -161,7 +165,10 @@ class Recorder:
         try:
             record = ""
             if not getattr(self.local, "depth", 0) and name not in UNRECORDED:
-                record = "" if _from_within(fn) else self.recording()
+                caller = _caller_module()
+                own = caller == getattr(fn, "__module__", None)  # the store calls itself
+                if not own and not _drawn_elsewhere(caller):
+                    record = self.recording()
             bound = bind(fn, args, kw) if record else {}
         except Exception:  # never in the way of the call
             record = ""
@@ -323,11 +330,15 @@ class Recorder:
             return trace
 
 
-def _from_within(fn: Callable[..., Any]) -> bool:
-    """The call comes from the implementation's own module (a context
-    manager's body runs after its call returned): not the test's call."""
-    caller = sys._getframe(3)  # _from_within <- call <- recorded <- the caller
-    return caller.f_globals.get("__name__") == getattr(fn, "__module__", None)
+def _drawn_elsewhere(module: str) -> bool:
+    return module.startswith("shmref.") and not module.startswith(SUITE)
+
+
+def _caller_module() -> str:
+    """The module that made the call: the implementation's own (a context
+    manager's body runs after its call returned) is not the test's call."""
+    caller = sys._getframe(3)  # _caller_module <- call <- recorded <- the caller
+    return str(caller.f_globals.get("__name__", ""))
 
 
 # -- instrumenting the implementation ---------------------------------------------------------
