@@ -37,19 +37,15 @@ COUNT_BYTES = 4  # object: [4-byte reference_count][metadata][serialized data]
 
 
 def object_size(serde: Any, value: Any) -> int:
-    """The size `put` checks against `max_object_size`: the read count, the
-    serde's metadata and its data (`serde.serialize(value)` returns
-    `(data, data_bytes, metadata, metadata_bytes)`). An object of exactly
-    max_object_size is stored; one byte more is a ValueError (the seed's)."""
+    """The size `put` checks against `max_object_size` (markdown() says it)."""
     _data, data_bytes, _metadata, metadata_bytes = serde.serialize(value)
     return int(COUNT_BYTES + metadata_bytes + data_bytes)
 
 
 # Optional hook (not a capability row): a writer storage method
-# `shmref_read_count(address) -> int`, the read count of the object in the
-# chunk at `address` (as put returned it). A store that declares it lets the
-# state machines, replay and trace validation compare counts without the
-# seed's layout; without it they judge through the API alone (shmref.store.driver).
+# `shmref_read_count(address) -> int` (the count of the object put placed at
+# `address`) lets the machines, replay and trace validation compare counts
+# without the seed's layout; else they judge through the API alone.
 READ_COUNT_HOOK = "shmref_read_count"
 
 
@@ -373,13 +369,9 @@ REFUSAL_WORDS: dict[str, str] = {
 
 def markdown() -> str:
     """The contract as docs/conformance.md shows it (a test keeps them equal)."""
-    table = tables.markdown(
-        ("where", "name", "required", "why"),
-        (
-            (cap.where, f"`{signature(cap)}`", "yes" if cap.required else "optional", cap.why)
-            for cap in CAPABILITIES
-        ),
-    )
+    need = {True: "yes", False: "optional"}
+    rows = [(c.where, f"`{signature(c)}`", need[c.required], c.why) for c in CAPABILITIES]
+    table = tables.markdown(("where", "name", "required", "why"), rows)
     layout = (
         f"Layout (the level seed-layout; read from the segment, never from attributes): "
         f"`[{SECRET_BYTES}-byte secret][chunks]`, chunk "
@@ -389,7 +381,7 @@ def markdown() -> str:
     )
     size = (
         f"Object size (every level): `put` measures an object as the {COUNT_BYTES}-byte "
-        "read count + the serde's metadata bytes + its data bytes "
+        "read count + the data and metadata sizes `serde.serialize` returns "
         "(`shmref.contract.object_size`); exactly `max_object_size` is stored, "
         "one byte more is a `ValueError`, whatever the layout."
     )

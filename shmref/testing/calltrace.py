@@ -1,19 +1,15 @@
-"""Every failing property drawn: the calls a suite test made on the store
-under test, kept so that a failure's calls become a timeline over the ring.
+"""Every failing property drawn: the calls a suite test made on the store.
 
-The state machines, replays, hazards and trace validation draw their own
-traces; a plain property (a bad-input check, a `@given` test) is a handful
-of direct calls. When a report asks for traces ($SHMREF_TRACE_DIR), the
-implementation's two classes are instrumented once: each public method (and
-the constructors) goes through a thin wrapper that remembers the outermost
-call (method, arguments as short text, outcome, result) and the ring as the
-calls placed and freed it. The wrapper never changes an argument, a result
-or an exception, and keeps no reference to either (text only), so a verdict
-is the same with or without it. Inside a Hypothesis test only the final
-run (the shrunk falsifying example) is recorded, so the search pays nothing.
-`save_failure` turns the calls of a failing test into a trace (source
-`calls`, or `hypothesis` for a falsifying example) unless the test left one
-of its own.
+When a report asks for traces ($SHMREF_TRACE_DIR), the implementation's two
+classes are instrumented once: each public method and the constructors go
+through a thin wrapper that remembers the test's outermost calls (method,
+arguments as short text, outcome, result) and the ring they placed. It
+changes no argument, result or exception and keeps only text, so a verdict
+is the same with or without it. Not recorded: the store's calls to itself,
+shmref's own checkers (machines, replays, hazards draw their own), and
+Hypothesis's search (only its final run; the search is only streamed, for
+a crash: shmref.testing.callstream). `save_failure` turns a failing test's
+calls into a trace (source `calls`, or `hypothesis`) unless it left its own.
 """
 
 from __future__ import annotations
