@@ -28,6 +28,7 @@ from shmref.oracle.verdict import (
     shell,
     shell_impl,
 )
+from shmref.render.sink import case_of
 from shmref.testing import profiles
 from shmref.testing.shrinkbudget import note_in
 
@@ -274,8 +275,7 @@ def property_key(node: str) -> tuple[str, str] | None:
 
 def suite_node_id(nodeid: str) -> str:
     """`.../shmref/suite/test_ring.py::t` -> `test_ring.py::t` (the table's form)."""
-    head, sep, tail = nodeid.partition("::")
-    return head.rsplit("/", 1)[-1] + sep + tail
+    return case_of(nodeid)
 
 
 def not_run_reason(text: str) -> str | None:

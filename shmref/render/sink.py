@@ -16,13 +16,17 @@ ENV = "SHMREF_TRACE_DIR"
 FOLDER = "timelines"  # beside conformance.json
 
 
+def case_of(nodeid: str) -> str:
+    """A pytest node as reports name it: `.../test_x.py::test_y[p]` -> `test_x.py::test_y[p]`."""
+    head, sep, tail = nodeid.partition("::")
+    return head.rsplit("/", 1)[-1] + sep + tail
+
+
 def current_case() -> str:
-    """The running pytest test as the report names it (`test_x.py::test_y[p]`),
-    or "" outside pytest."""
+    """The running pytest test as the report names it, or "" outside pytest."""
     running = os.environ.get("PYTEST_CURRENT_TEST", "")
     node = running.rsplit(" (", 1)[0]
-    head, sep, tail = node.partition("::")
-    return head.rsplit("/", 1)[-1] + sep + tail if node else ""
+    return case_of(node) if node else ""
 
 
 def file_name(case: str) -> str:

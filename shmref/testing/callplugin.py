@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shmref.render import sink
 from shmref.testing import calltrace
 
 PASSED_ENV = "SHMREF_TRACE_PASSED"
@@ -21,7 +22,7 @@ PASSED_ENV = "SHMREF_TRACE_PASSED"
 
 def case_name(item: pytest.Item) -> str:
     """A test as reports name it: `test_x.py::test_y[p]`."""
-    return "::".join([item.path.name, *item.nodeid.split("::")[1:]])
+    return sink.case_of(item.nodeid)
 
 
 @pytest.hookimpl(wrapper=True)
