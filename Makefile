@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
+.PHONY: ci wheel-check setup spec-traces check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -14,6 +14,13 @@ setup:
 	  echo "Chromium not found: installing chromium (tests/test_report_browser.py opens the report in it)"; \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null \
 	  || echo "chromium could not be installed: the browser test will say it is not run"; }
+
+# The TLC output the oracle replays, made once from the spec and shipped in the
+# package (shmref/spec/traces/: each hazard's counterexamples, the simulation
+# corpora, MCRing's state graph); a test fails naming this target when the spec
+# changed since. ONLY=MCCopyFail remakes one model's entries.
+spec-traces: setup
+	$(PYTHON) -m shmref.docgen.spec_traces $(foreach name,$(ONLY),--only $(name))
 
 # make check MODEL=MCRing runs one model; a full run records the measured
 # states/depth/time in spec/models.toml and regenerates spec/README.md's table.
@@ -155,7 +162,7 @@ seed-snapshot: setup
 
 # FINDINGS.md's generated sections (tables, the audit's coverage, the oracle's report) from
 # docs/findings.toml and docs/coverage.toml, and the hazards' pictures (docs/pictures, also in
-# spec/README.md) from TLC's cached counterexamples (python -m shmref.findings --tlc runs TLC);
+# spec/README.md) from the shipped counterexamples (make spec-traces);
 # CONFORMANCE=build/conformance/shmref_seed/conformance.json refreshes the oracle snapshot.
 findings:
 	$(PYTHON) -m shmref.findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))

@@ -31,7 +31,8 @@ from shell_support import in_a_fresh_shell
 
 import refimpl
 from shmref import contract
-from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
+from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.testgroups import TEST_GROUPS, failure_trace, pytest_checks
 from shmref.oracle.verdict import (
     FAIL,
@@ -54,8 +55,12 @@ FAILED_BY_MUTANT = "test_storage.py::test_writer_with_lock_counts_its_gets_as_th
 CLI = [pytest.mark.slow, pytest.mark.tlc, pytest.mark.xdist_group("conformance")]
 
 
-def conformance(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
+def conformance(
+    *args: str, extra_path: Path | None = None, cache: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
+    if cache is not None:
+        env["SHMREF_CACHE_DIR"] = str(cache)
     paths = [str(REPO), *([str(extra_path)] if extra_path else []), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return subprocess.run(
@@ -71,9 +76,8 @@ def conformance(*args: str, extra_path: Path | None = None) -> subprocess.Comple
 # -- in this process: hazards and replay commands -------------------------------------------
 
 
-@pytest.mark.tlc
 def test_refimpl_closes_the_hazards_the_seed_leaves_open():
-    """Each hazard's TLC counterexample replayed on refimpl and on the seed:
+    """Each hazard's shipped counterexamples replayed on refimpl and on the seed:
     refimpl passes the closable ones, the unclosable one is an assumption for
     both, and the seed fails at least the double read (FINDINGS)."""
     from shmref.seed.build import SeedError, build_seed_module
@@ -84,9 +88,9 @@ def test_refimpl_closes_the_hazards_the_seed_leaves_open():
         pytest.skip(f"no seed: {exc}")
     mine, theirs = {}, {}
     for hazard in HAZARDS:
-        trace, source = hazard_trace(hazard.model)
-        mine[hazard.model] = hazard_check("refimpl", refimpl, hazard, trace, source)[0].status
-        theirs[hazard.model] = hazard_check("shmref_seed", seed, hazard, trace, source)[0].status
+        found = hazard_counterexamples(hazard.model)
+        mine[hazard.model] = hazard_check("refimpl", refimpl, hazard, found)[0].status
+        theirs[hazard.model] = hazard_check("shmref_seed", seed, hazard, found)[0].status
     assert mine["MCLostReader"] == theirs["MCLostReader"] == "assumption"
     assert mine["MCIdWrap"] == "pass"  # F4: clear rotates the signing secret
     assert (mine["MCDoubleRead"], theirs["MCDoubleRead"]) == ("pass", FAIL)
@@ -273,7 +277,6 @@ def test_failure_trace_is_the_shrunk_example():
     )
 
 
-@pytest.mark.tlc
 def test_hazard_replay_command_reports_the_assumption(is_refimpl):
     """`--hazard` replays one counterexample; an assumption exits 0, with its table."""
     if not is_refimpl:
@@ -433,7 +436,6 @@ def test_driver_values_fit_units_for_a_serde_with_another_overhead():
         value_for("k1", 1, Jumpy())
 
 
-@pytest.mark.tlc
 def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
     """A RuntimeError from put is the implementation's: the hazard check says
     at which step and what it raised; the oracle does not crash."""
@@ -450,8 +452,38 @@ def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
     module.SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer
     module.SingleWriterShmObjectStorage = Storage
     hazard = next(h for h in HAZARDS if h.model == "MCDoubleRead")
-    trace, source = hazard_trace(hazard.model)
-    check, replay = hazard_check("refimpl_raising", module, hazard, trace, source)
-    assert replay is None and check.status == ERROR
+    found = hazard_counterexamples(hazard.model)
+    check, replay = hazard_check("refimpl_raising", module, hazard, found[:1])
+    assert replay is not None and replay.violation == check.detail and check.status == ERROR
     assert check.detail.startswith("step ") and "put(" in check.detail
     assert "RuntimeError: disk on fire" in check.detail
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@pytest.mark.xdist_group("conformance")
+def test_two_empty_caches_give_the_same_status_on_every_property(tmp_path, is_refimpl):
+    """One store, one verdict: the oracle run twice on the seed (a store that
+    fails many properties: the strongest test) in full, each time with a new
+    empty cache, gives every property the same status; nothing depends on
+    what TLC would draw on the machine or on what a cache kept."""
+    if not is_refimpl:
+        pytest.skip("about the oracle")
+    runs = []
+    for attempt in ("a", "b"):
+        out = tmp_path / f"out-{attempt}"
+        cache = tmp_path / f"cache-{attempt}"
+        proc = conformance(
+            "--impl", "seed", "--no-baseline", "--no-shrink", "--out", str(out), cache=cache
+        )
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+        report = json.loads((out / "conformance.json").read_text())
+        runs.append(
+            {
+                (level, check["name"]): check["status"]
+                for level, body in report["levels"].items()
+                for check in body["checks"]
+            }
+        )
+    assert runs[0] == runs[1]
+    assert "FAIL" in runs[0].values() and list(runs[0].values()).count("pass") > 20

@@ -26,9 +26,7 @@ from typing import Any
 
 import pytest
 
-from shmref.oracle.hazards import HAZARDS, hazard_trace
 from shmref.oracle.verdict import LEVELS
-from shmref.tlc import TlcError
 
 REPO = Path(__file__).resolve().parents[1]
 NATIVE_DIR = REPO / "examples" / "native_store"
@@ -125,13 +123,6 @@ def failing(module: str, out: Path) -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def store_failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
     build_all()
-    # a quick run replays only the hazards whose TLC trace is cached; make every
-    # one (MCCopyFail kills a mutant), so that no kill depends on an earlier test
-    for hazard in HAZARDS:
-        try:
-            hazard_trace(hazard.model)
-        except TlcError:  # no Java: the oracle says the hazards were not run
-            break
     return failing("native_store", tmp_path_factory.mktemp("native_store"))
 
 

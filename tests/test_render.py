@@ -260,16 +260,15 @@ def test_the_command_refuses_a_folder_that_is_not_a_report(tmp_path: Path) -> No
     assert run.returncode == 2 and "no conformance.json" in run.stderr
 
 
-@pytest.mark.tlc
 def test_a_replay_divergence_is_drawn_with_the_spec_beside_the_store() -> None:
     from shmref import tlc
     from shmref.core.paths import SPEC_DIR
     from shmref.seed.mutants import build_mutant
-    from shmref.tlc.corpus import simulation_corpus
+    from shmref.traces import shipped
     from shmref.traces.replay import Replayer
 
     replayer = Replayer(build_mutant("no_lap_wrap"), SPEC_DIR / "MCRing.cfg")
-    traces: list[tlc.Trace] = simulation_corpus("MCRing", 100, 40, 20261202)
+    traces: list[tlc.Trace] = shipped.corpus("MCRing")
     report = next(r for r in (replayer.replay(t, "MCRing") for t in traces) if not r.ok)
     drawn = report.timeline
     assert drawn is not None and drawn.source == "replay"
@@ -279,14 +278,13 @@ def test_a_replay_divergence_is_drawn_with_the_spec_beside_the_store() -> None:
     assert 'class="ring ring-spec"' in svg.render(drawn)
 
 
-@pytest.mark.tlc
 def test_a_hazard_replay_is_drawn_to_its_violation() -> None:
-    from shmref.oracle.hazards import HAZARDS, hazard_trace, replay_hazard
+    from shmref.oracle.hazardcheck import hazard_counterexamples
+    from shmref.oracle.hazards import HAZARDS, replay_hazard
     from shmref.seed.impl import load_impl
 
     hazard = next(h for h in HAZARDS if h.model == "MCDoubleRead")
-    found, _source = hazard_trace(hazard.model)
-    assert found is not None
+    found = hazard_counterexamples(hazard.model)[0].trace
     replay = replay_hazard(load_impl("seed"), hazard, found)
     drawn = replay.timeline
     assert drawn is not None and replay.violation and drawn.verdict == replay.violation

@@ -39,6 +39,15 @@ class InjectedCopyFailure(ValueError):
     COPY_FAIL): shmref's own failure, raised by the serde it wraps."""
 
 
+class TornCopy(ValueError):
+    """A held read's copy ended in its serde's own exception: the store's
+    `get` handed its serde bytes that did not decode and let the serde's
+    exception out. Its checks did not refuse the read; the bytes did (a
+    read of memory reused under it shows this way when the bytes happen not
+    to decode). Raised by shmref.store.splitread, which sees where the
+    exception came from; the store's own exception is its cause."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One outcome name of traces and recordings and the exception type an
@@ -67,6 +76,13 @@ OUTCOMES: tuple[Outcome, ...] = (
         "read",
         "the handle's signature check refused it (the oracle runs "
         "`verify_signature` as its own step; its ValueError becomes this type)",
+    ),
+    Outcome(
+        "torn",
+        TornCopy,
+        "read",
+        "the copy's bytes did not decode: the serde's own exception came out of the "
+        "store's read (no check of the store's refused it)",
     ),
     Outcome(
         "stale",

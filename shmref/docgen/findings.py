@@ -332,9 +332,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="the oracle's conformance.json: refresh the snapshot from it first",
     )
-    parser.add_argument(
-        "--tlc", action="store_true", help="run TLC for hazard pictures with no cached output"
-    )
     parser.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DATA, help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT, help=argparse.SUPPRESS)
@@ -370,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FindingsError, OSError, json.JSONDecodeError) as exc:
         print(f"findings: {exc}", file=sys.stderr)
         return 2
-    drawn = pictures.update(args.check, args.tlc, render_doc=render) if args.doc == DOC else 0
+    drawn = pictures.update(args.check, render_doc=render) if args.doc == DOC else 0
     if args.check:
         if current == expected:
             return drawn

@@ -2,14 +2,14 @@
 
 Each picture is a TLC counterexample of a hazard model (shmref.oracle.hazards)
 in the trace format (docs/pictures/MODEL.json, committed), drawn by the one
-renderer (shmref.render.svg) as docs/pictures/MODEL.svg. `make findings`
-refreshes the JSON from TLC's cached output when there is one (hazard_trace:
-`make check` or a conformance run leaves it; `--tlc` runs the missing ones),
-else keeps the committed JSON, then redraws every SVG and the documents'
-picture sections. The check needs no Java: the SVGs must be what the
-committed JSON draws, byte for byte; a `tlc` test checks the JSON against
-TLC itself. The findings a seed test demonstrates are drawn from its calls
-(shmref.docgen.callpictures).
+renderer (shmref.render.svg) as docs/pictures/MODEL.svg. The counterexample
+is the model's first shipped one (TLC's breadth-first search, made by `make
+spec-traces`: shmref.traces.shipped), the same data the oracle replays, so
+nothing committed depends on which counterexample a machine's TLC draws.
+`make findings` rewrites the JSON from it, then redraws every SVG and the
+documents' picture sections; the check compares data with data, byte for
+byte, and needs no Java. The findings a seed test demonstrates are drawn
+from their calls (shmref.docgen.callpictures).
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shmref import tlc
 from shmref.core.paths import SPEC_DIR, checkout
 from shmref.docgen import callpictures
-from shmref.oracle.hazards import hazard_trace
 from shmref.render import svg
 from shmref.render.model import Trace, TraceFormatError
 from shmref.render.tlctrace import from_hotkey, from_tlc
+from shmref.traces import shipped
 from shmref.traces.replay import read_constants
 
 
@@ -88,28 +87,15 @@ SPEC_README = SPEC_DIR / "README.md"
 SPEC_TO_REPO = "../../"  # spec/README.md is shmref/spec/README.md
 
 
-def violation(source: str) -> str:
-    """The property TLC reports violated, from its output file."""
-    try:
-        messages = tlc.parse_tool_output(Path(source).read_text(encoding="utf-8"))
-    except OSError:
-        return ""
-    for message in messages:
-        if message.code in (2110, 2116, 2114):
-            return " ".join(message.body.split())
-    return ""
-
-
-def counterexample(picture: Picture, run_missing: bool = False) -> Trace | None:
-    """The model's counterexample from TLC (cached output; a run only if asked)."""
-    found, source = hazard_trace(picture.model, run_missing=run_missing)
-    if found is None:
-        return None
+def counterexample(picture: Picture) -> Trace:
+    """The model's first shipped counterexample (TLC's breadth-first search),
+    in the trace format."""
+    found = shipped.counterexamples(picture.model)[0]
     constants = read_constants(SPEC_DIR / f"{picture.model}.cfg")
     title = f"{'/'.join(picture.findings)}: {picture.model}, TLC's counterexample"
-    what = violation(source) or "the property is violated"
+    what = found.violation or "the property is violated"
     convert = from_hotkey if picture.model == "MCHotKey" else from_tlc
-    return convert(found, constants, title=title, case=picture.model, verdict=what)
+    return convert(found.trace, constants, title=title, case=picture.model, verdict=what)
 
 
 def trace_path(picture: Picture, folder: Path = FOLDER) -> Path:
@@ -120,25 +106,21 @@ def svg_path(picture: Picture, folder: Path = FOLDER) -> Path:
     return folder / f"{picture.model}.svg"
 
 
-def refresh_traces(folder: Path = FOLDER, run_missing: bool = False) -> list[str]:
-    """Rewrite each picture's JSON from TLC where its output is at hand; one
-    line per picture kept as committed."""
-    notes = []
+def refresh_traces(folder: Path = FOLDER) -> list[str]:
+    """Rewrite each picture's JSON from its shipped counterexample; the
+    names of those that changed."""
+    written = []
     folder.mkdir(parents=True, exist_ok=True)
     for picture in PICTURES:
         try:
-            trace = counterexample(picture, run_missing)
-        except tlc.TlcError as exc:
-            trace, why = None, f"TLC failed: {exc}"
-        else:
-            why = "no cached TLC output (make check, or --tlc)"
+            trace = counterexample(picture)
+        except shipped.ShippedError as exc:
+            raise PictureError(str(exc)) from None
         path = trace_path(picture, folder)
-        if trace is None:
-            notes.append(f"{path.name}: kept as committed ({why})")
-            continue
         if not path.is_file() or path.read_text(encoding="utf-8") != trace.dumps():
             path.write_text(trace.dumps(), encoding="utf-8")
-    return notes
+            written.append(path.name)
+    return written
 
 
 def drawings(folder: Path = FOLDER) -> dict[Path, str]:
@@ -209,7 +191,6 @@ def for_doc(doc_sections: Mapping[str, str], text: str) -> dict[str, str]:
 
 def update(
     check: bool,
-    run_tlc: bool = False,
     folder: Path = FOLDER,
     spec_readme: Path = SPEC_README,
     render_doc: Callable[[str, Mapping[str, str]], str] | None = None,
@@ -218,20 +199,25 @@ def update(
     (--check), 2 a picture's trace is missing or unreadable; one line each."""
     try:
         if not check:
-            for note in refresh_traces(folder, run_tlc):
-                print(f"pictures: {note}")
+            for name in refresh_traces(folder):
+                print(f"pictures: {name} rewritten from the shipped counterexample")
             for name in write_drawings(folder):
                 print(f"pictures: {name} redrawn")
-        wrong = stale(folder)
+        wrong = [f"{name} is not what its JSON draws" for name in stale(folder)]
+        wrong += [
+            f"{trace_path(p, folder).name} is not the shipped counterexample"
+            for p in PICTURES
+            if trace_path(p, folder).read_text(encoding="utf-8") != counterexample(p).dumps()
+        ]
         text = spec_readme.read_text(encoding="utf-8")
         wanted = text
         if render_doc is not None:
             wanted = render_doc(text, for_doc(sections(SPEC_TO_REPO), text))
-    except (PictureError, OSError, ValueError) as exc:
+    except (PictureError, shipped.ShippedError, OSError, ValueError) as exc:
         print(f"pictures: {exc}", file=sys.stderr)
         return 2
     if check:
-        problems = [f"{name} is not what its JSON draws" for name in wrong]
+        problems = list(wrong)
         if wanted != text:
             problems.append(f"{spec_readme.name}'s picture section is stale")
         for problem in problems:

@@ -47,7 +47,8 @@ from typing import NoReturn
 
 from shmref.core import tables
 from shmref.core.paths import checkout
-from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
+from shmref.oracle.hazards import HAZARDS, Hazard
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_SHRINK_BUDGET,
@@ -66,6 +67,7 @@ from shmref.render.html import PAGE
 from shmref.seed.impl import load_impl
 from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
+from shmref.traces.shipped import Counterexample, ShippedError, read_counterexample
 
 # -- trace validation -----------------------------------------------------------------------
 
@@ -231,7 +233,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="do not shrink failing examples (verdicts only; used for the seed's own run)",
     )
     parser.add_argument(
-        "--hazard", metavar="MODEL", help="only replay this hazard model's counterexample on --impl"
+        "--hazard",
+        metavar="MODEL",
+        help="only replay this hazard model's shipped counterexamples on --impl",
+    )
+    parser.add_argument(
+        "--counterexample",
+        type=Path,
+        metavar="FILE",
+        help="with --hazard: replay this TLC output (-tool) of the model instead",
     )
     parser.add_argument(
         "--validate-trace",
@@ -267,24 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
     name = found["name"]
+    if args.counterexample and not args.hazard:
+        parser.error("--counterexample FILE goes with --hazard MODEL")
     if args.hazard:
-        impl = load_impl(args.impl)
         hazards = {h.model: h for h in HAZARDS}
         if args.hazard not in hazards:
             parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
-        hazard = hazards[args.hazard]
-        trace, source = hazard_trace(hazard.model)
-        if trace is None:
-            print(source)
-            return 2
-        check, replay = hazard_check(name, impl, hazard, trace, source)
-        print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}")
-        if replay is not None:
-            print(replay.table())
-        elif check.failures:
-            print(check.failures[0]["trace"])
-        print(f"{check.status.upper()}: {check.detail}")
-        return 0 if check.status in (PASS, ASSUMPTION) else 1
+        return replay_one_hazard(name, args.impl, hazards[args.hazard], args.counterexample)
     folder = re.sub(r"[^\w.:=+-]+", "_", name).strip("_")  # exec: and mixed: names
     out = (args.out or default_out(folder)).resolve()
     problem = unwritable(out)
@@ -327,3 +326,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (out / PAGE).is_file():
         print(f"page: {out / PAGE} (the failures drawn; opens offline)")
     return 0 if report.ok else 1
+
+
+def replay_one_hazard(name: str, impl_name: str, hazard: Hazard, supplied: Path | None) -> int:
+    """`--hazard MODEL`: the model's counterexamples (or the user's file)
+    replayed on the implementation, each as a table, then the verdict."""
+    try:
+        if supplied is not None:
+            trace, violated = read_counterexample(supplied)
+            if any("last_action" not in state.vars for state in trace.states):
+                raise ShippedError(
+                    f"{supplied}: its states have no last_action: not a counterexample of "
+                    f"spec/{hazard.model}"
+                )
+            found = [
+                Counterexample(
+                    hazard.model,
+                    supplied.name,
+                    "supplied",
+                    trace,
+                    violated,
+                    None,
+                    supplied.resolve(),
+                )
+            ]
+        else:
+            found = hazard_counterexamples(hazard.model)
+    except ShippedError as exc:
+        print(f"shmref: {exc}", file=sys.stderr)
+        return 2
+    impl = load_impl(impl_name)
+    print(f"{hazard.model}: {hazard.what}")
+    for counterexample in found:
+        check, replay = hazard_check(name, impl, hazard, [counterexample])
+        print(f"\ncounterexample {counterexample.name}: {counterexample.source}")
+        if replay is not None:
+            print(replay.table())
+        elif check.failures:
+            print(check.failures[0]["trace"])
+        print(f"{check.status}: {check.detail}")
+    check, _replay = hazard_check(name, impl, hazard, found)
+    print(f"\n{check.status.upper()}: {check.detail}")
+    return 0 if check.status in (PASS, ASSUMPTION) else 1

@@ -18,26 +18,13 @@ from typing import Any
 
 from shmref import contract, tlc
 from shmref.core import tables, vocabulary
-from shmref.core.paths import SPEC_DIR, cache_dir, cache_lock
+from shmref.core.paths import SPEC_DIR
 from shmref.oracle.apicounts import count_probe
-from shmref.oracle.verdict import (
-    ASSUMPTION,
-    ERROR,
-    FAIL,
-    NOT_RUN,
-    PASS,
-    PROTOCOL,
-    SKIP,
-    Check,
-    shell,
-    shell_impl,
-)
-from shmref.render import sink
 from shmref.render.build import Builder
 from shmref.render.model import Trace as Timeline
 from shmref.store.driver import Driver, Outcome
-from shmref.tlc.manifest import model_files
 from shmref.traces.replay import Replayer, describe
+from shmref.traces.shipped import Closing
 
 
 @dataclass(frozen=True)
@@ -46,7 +33,6 @@ class Hazard:
     what: str
     closable: bool  # False: no seed-compatible implementation can close it
     liveness: bool = False
-    quick: bool = True  # TLC finds it in seconds (else only with a cached output)
     expect: str = ""  # an unclosable hazard shows as this violation (else: a failure)
     serde_fails: str = ""  # whose serde fails ("reader"): needs contract.SERDE_IN_PROCESS
 
@@ -76,7 +62,6 @@ HAZARDS: tuple[Hazard, ...] = (
         "a read whose deserialization fails is never counted: the chunk is pinned forever",
         True,
         liveness=True,
-        quick=False,
         serde_fails="reader",
     ),
     Hazard(
@@ -99,35 +84,6 @@ HAZARDS: tuple[Hazard, ...] = (
 # -- hazards ----------------------------------------------------------------------------
 
 
-def hazard_trace(model: str, *, run_missing: bool = True) -> tuple[tlc.Trace | None, str]:
-    """The model's counterexample: from the user cache (keyed by the spec's
-    hash), or the log `make check` wrote after the spec's last change, or a
-    fresh TLC run (one process at a time per model)."""
-    with cache_lock("hazards", model):
-        return _hazard_trace(model, run_missing)
-
-
-def _hazard_trace(model: str, run_missing: bool) -> tuple[tlc.Trace | None, str]:
-    cache = cache_dir("hazards") / f"{model}.out"
-    sources = [cache]
-    check_out = cache_dir("tlc", keyed_by_spec=False) / f"{model}.out"
-    newest_spec = max(p.stat().st_mtime for p in SPEC_DIR.iterdir() if p.suffix in (".tla", ".cfg"))
-    if check_out.is_file() and check_out.stat().st_mtime > newest_spec:
-        sources.append(check_out)
-    for source in sources:
-        if source.is_file():
-            trace = tlc.parse_trace(tlc.parse_tool_output(source.read_text()))
-            if trace is not None:
-                return trace, str(source)
-    if not run_missing:
-        return None, "not run (--quick and no cached TLC output; run without --quick)"
-    files = model_files(model, SPEC_DIR)
-    run = tlc.run_tlc(*files, workers=1, extra_args=("-deadlock",), timeout=600, log_path=cache)
-    if run.trace is None:
-        return None, f"TLC found no counterexample: {run.summary()}"
-    return run.trace, str(cache)
-
-
 class StepError(Exception):
     """An implementation raised something the contract does not allow at a step."""
 
@@ -145,20 +101,33 @@ class HazardReplay:
     violation: str | None
     rows: list[tuple[int, str, str, str, str]]  # step, action, spec, impl, note
     timeline: Timeline | None = None  # the same steps, drawn (shmref.render)
+    closed: str = ""  # the store left the counterexample as the fixed protocol does: where
 
     def table(self) -> str:
         return tables.text(("#", "action", "spec", "impl", "note"), self.rows)
 
 
-def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardReplay:
+def replay_hazard(
+    impl: ModuleType, hazard: Hazard, trace: tlc.Trace, closing: Closing | None = None
+) -> HazardReplay:
     """Replay the counterexample on `impl`, whatever it answers, and watch for
     the hazard: a read returning another key's value, a put/allocation taking
     a live chunk's id, a chunk's count above the reads that named it, and
-    (liveness models) a chunk that stays pinned once every read is done."""
+    (liveness models) a chunk that stays pinned once every read is done.
+
+    Where the store leaves the counterexample as the fixed protocol does
+    (`closing`: the step where the spec with FIXED = TRUE answers otherwise,
+    e.g. accepts a put the seed's protocol refuses), the replay ends there:
+    the counterexample is closed, and what follows in it is a behaviour of
+    the seed's protocol only, which the store is not to be blamed by."""
     replayer = Replayer(impl, SPEC_DIR / f"{hazard.model}.cfg")
     rows: list[tuple[int, str, str, str, str]] = []
     reads: dict[tuple[int, int], list[Any]] = {}  # (id, address) -> [key, reads naming it]
     owed: dict[tuple[int, int], int] = {}  # (id, address) -> handles issued (put, get_cached)
+    # (id, address) -> deliveries done with: a read begun on it (whatever came of it) or
+    # dropped unread by the trace
+    done: dict[tuple[int, int], int] = {}
+    closed = ""
     stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
     violation: str | None = None
     spec_states = {state.index: state.vars for state in trace.states}
@@ -176,6 +145,7 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
             reader = replayer.reader(action["reader"]) if "reader" in action else None
             before = driver.observe()
             note = ""
+            problem: str | None = None
             if name in ("get_copy", "get_end") and reader not in stage:
                 outcome, note = Outcome("-"), "no read in flight on the impl"
             elif name == "get_end" and stage[reader][0] == "failed":
@@ -184,9 +154,19 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
             else:
                 outcome = replayer.perform(driver, action)
             handle = tuple(action.get("handle", ()))
+            if name in ("get_begin", "drop_delivery"):  # this delivery is taken
+                done[(handle[2], handle[1])] = done.get((handle[2], handle[1]), 0) + 1
             if name == "get_begin" and outcome.status == "ok":
                 stage[reader] = ("open", handle)
             elif name == "get_copy" and reader in stage:
+                torn = outcome.status == "torn" and copied_elsewhere(
+                    spec_states.get(index), action["reader"], stage[reader][1]
+                )
+                if torn:
+                    problem = (
+                        f"the read of {_handle_text(stage[reader][1])} copied bytes "
+                        f"reused under it ({outcome.result})"
+                    )
                 if outcome.status == "ok":
                     stage[reader] = ("copied", stage[reader][1])
                 else:  # the impl raised at the copy: its read is over, uncounted
@@ -200,7 +180,6 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                     if entry is not None and entry[0] == handle[0]:
                         entry[1] += 1
             after = driver.observe()
-            problem = None
             if vocabulary.action(name).allocates and outcome.status == "ok":
                 address, chunk_id = outcome.result
                 if chunk_id in before.get("metadata", {}):
@@ -232,6 +211,18 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                         f"chunk id {chunk_id} at {address} has count {count} but "
                         f"only {named} read(s) named it"
                     )
+            if (
+                closing is not None
+                and index == closing.step
+                and outcome.status == closing.fixed != spec_outcome
+                and problem is None
+            ):
+                nonlocal closed
+                closed = (
+                    f"closed at step {index}: {closing.call} is {closing.seed} in the seed's "
+                    f"protocol and {closing.fixed} in the fixed one, as in the store"
+                )
+                note = closed
             shown = outcome.status
             if vocabulary.action(name).places and outcome.status == "ok":
                 shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
@@ -270,17 +261,20 @@ def replay_hazard(impl: ModuleType, hazard: Hazard, trace: tlc.Trace) -> HazardR
                 )
                 drawn.add(state.index, action, type(exc).__name__)
                 raise StepError(message, rows, drawn.mark(message)) from exc
-            if violation:
+            if violation or closed:
                 break
-        if hazard.liveness and violation is None:
+        if closed:
+            pass  # the store is off the counterexample: nothing after it is the hazard's
+        elif hazard.liveness and violation is None:
             violation = settle(driver, replayer, trace, stage, rows, step)
+            violation = violation or pinned(driver, replayer, done, owed, rows)
         elif violation is None and driver.writer is not None and "counts" not in driver.observe():
             index = trace.states[-1].index + 1
             violation = count_probe(driver, replayer, reads, owed, stage, rows, step, index)
     if violation and drawn.trace.diverged_at is None:
         drawn.mark("VIOLATION: " + violation)  # found after the steps (pinned, miscounted)
-    drawn.trace.verdict = violation or ""
-    return HazardReplay(hazard, violation, rows, drawn.trace)
+    drawn.trace.verdict = violation or closed
+    return HazardReplay(hazard, violation, rows, drawn.trace, closed)
 
 
 def settle(
@@ -292,7 +286,7 @@ def settle(
     step: Any,
 ) -> str | None:
     """After a liveness counterexample: finish every read in flight, read
-    every pending delivery, release touches and free; all chunks must go."""
+    every pending delivery, release touches and free (pinned() then judges)."""
     last = trace.states[-1]
     index = last.index + 1
     names = replayer.readers
@@ -317,82 +311,53 @@ def settle(
     for name in ("release_touches", "free_unused", "free_unused"):
         step(index, {"name": name}, "(settle)")
         index += 1
-    pinned = driver.observe().get("metadata", {})
-    if pinned:
-        problem = (
-            f"chunk(s) {sorted(pinned)} stay pinned after every read is done "
-            "(free_unused can never reclaim them)"
-        )
-        rows.append((index, "(end)", "", "", "VIOLATION: " + problem))
-        return problem
     return None
+
+
+def pinned(
+    driver: Driver,
+    replayer: Replayer,
+    done: Mapping[tuple[int, int], int],
+    owed: Mapping[tuple[int, int], int],
+    rows: list[Any],
+) -> str | None:
+    """After settle(): every live chunk whose every hand-out is done (a read
+    begun on it and ended, whatever came of it, or dropped by the trace)
+    must have gone. A chunk with a hand-out no reader took (one the store
+    issued where the counterexample issued none) is still owed that read,
+    as the protocol demands: it is not counted."""
+    live = driver.observe().get("metadata", {})
+    readers = len(replayer.readers)
+    stuck = sorted(
+        chunk_id
+        for chunk_id, address in live.items()
+        if (chunk_id, address) in owed
+        and done.get((chunk_id, address), 0) >= owed[(chunk_id, address)] * readers
+    )
+    if not stuck:
+        return None
+    problem = (
+        f"chunk(s) {stuck} stay pinned after every read is done "
+        "(free_unused can never reclaim them)"
+    )
+    rows.append((rows[-1][0] + 1 if rows else 1, "(end)", "", "", "VIOLATION: " + problem))
+    return problem
+
+
+def copied_elsewhere(state: Mapping[str, Any] | None, reader: Any, handle: tuple[Any, ...]) -> bool:
+    """Did the spec's copy (state after get_copy) read cells that hold
+    another put's payload than the handle's key? A store whose serde then
+    failed on those bytes read reused memory as surely as one that
+    returned them (the serde's luck decides which)."""
+    if state is None:
+        return False  # a step after the counterexample (settle, count probe)
+    rd = state.get("rd", {})
+    read = rd.get(reader) if isinstance(rd, Mapping) else None
+    copied = read.get("val") if isinstance(read, Mapping) else None
+    if not copied:
+        return False
+    return any(owner != handle[0] for owner in copied)
 
 
 def _handle_text(handle: tuple[Any, ...]) -> str:
     return "<<" + ", ".join(str(x) for x in handle) + ">>"
-
-
-def hazard_check(
-    name: str, impl: ModuleType, hazard: Hazard, trace: tlc.Trace | None, source: str
-) -> tuple[Check, HazardReplay | None]:
-    what = hazard.what
-    label = f"hazard {hazard.model}"
-    if hazard.serde_fails and not contract.serde_in_process(impl, hazard.serde_fails):
-        trace, source = None, str(contract.MissingCapability(contract.SERDE_IN_PROCESS))
-    if trace is None:
-        status = NOT_RUN if source.startswith("not run: missing") else SKIP
-        return Check(PROTOCOL, label, what, status, detail=source), None
-    command = hazard_command(name, hazard, impl)
-    try:
-        replay = replay_hazard(impl, hazard, trace)
-    except contract.MissingCapability as exc:
-        return Check(PROTOCOL, label, what, NOT_RUN, detail=str(exc)), None
-    except StepError as exc:  # an implementation crash is a failure, named by its step
-        check = Check(PROTOCOL, label, what, ERROR, detail=str(exc))
-        table = HazardReplay(hazard, str(exc), exc.rows).table()
-        check.failures.append(
-            {"case": hazard.model, "trace": f"{exc}\n{table}", "command": command}
-        )
-        sink.save(exc.timeline, hazard.model)
-        return check, None
-    except Exception as exc:  # building the driver (constructor, handle) failed
-        check = Check(
-            PROTOCOL,
-            label,
-            what,
-            ERROR,
-            detail=f"setting up the replay: {type(exc).__name__}: {exc}",
-        )
-        check.failures.append({"case": hazard.model, "trace": check.detail, "command": command})
-        return check, None
-    if replay.violation is None:
-        return Check(
-            PROTOCOL, label, what, PASS, detail=f"closed (counterexample from {source})"
-        ), replay
-    status = FAIL
-    if not hazard.closable and hazard.expect in replay.violation:
-        status = ASSUMPTION
-    check = Check(PROTOCOL, label, what, status, detail=replay.violation)
-    if status == ASSUMPTION:
-        check.detail = "open, as for every seed-compatible implementation: " + replay.violation
-    elif not hazard.closable:
-        check.detail = (
-            f"a violation other than the hazard's own ({hazard.expect!r}): " + replay.violation
-        )
-    check.failures.append(
-        {
-            "case": hazard.model,
-            "trace": f"TLC counterexample of spec/{hazard.model} ({source}), "
-            f"replayed on {name}:\n{replay.table()}",
-            "command": command,
-        }
-    )
-    if replay.timeline is not None:
-        sink.save(replay.timeline, hazard.model)
-    return check, replay
-
-
-def hazard_command(name: str, hazard: Hazard, impl: ModuleType | None = None) -> str:
-    return shell(
-        f"python -m shmref.conformance --impl {shell_impl(name)} --hazard {hazard.model}", impl
-    )

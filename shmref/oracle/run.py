@@ -16,7 +16,7 @@ from typing import Any
 
 from shmref import tlc
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
-from shmref.oracle.hazards import HAZARDS, hazard_trace
+from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.isolation import child_env, run_isolated, signal_text
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
@@ -122,17 +122,6 @@ def run(
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
 
-    def fetch_traces() -> None:
-        """TLC (no shared memory) warms the hazards' cache while the child works."""
-        for hazard in HAZARDS if not no_tlc else ():
-            try:
-                hazard_trace(hazard.model, run_missing=not quick or hazard.quick)
-            except tlc.TlcError:
-                pass  # the child reports it on the hazard's property
-
-    fetcher = threading.Thread(target=fetch_traces, daemon=True)  # an interrupt ends it
-    if protocol:
-        fetcher.start()
     profile = profiles.for_run(quick, shrink)
     recordings: list[dict[str, Any]] = [
         {"path": str(out / f"recording-{seed}.json"), "steps": 150 if quick else 300, "seed": seed}
@@ -149,7 +138,6 @@ def run(
         "groups": [g.label for g in groups],
         "recordings": recordings,
         "hazards": [h.model for h in HAZARDS] if protocol else [],
-        "run_missing": not quick,
         "shrink_budget": shrink_budget,
     }
     others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
@@ -178,8 +166,6 @@ def run(
         thread.join()
     if bar:
         bar.close()
-    if protocol:
-        fetcher.join()
 
     checks: list[Check] = [
         Check(levels[0], "the run", "the implementation's processes", ERROR, detail=problem)

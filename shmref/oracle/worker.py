@@ -309,27 +309,23 @@ def run_recordings(
 def run_hazards(
     job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog, claims: Claims
 ) -> None:
-    from shmref import tlc
-    from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+    from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
+    from shmref.oracle.hazards import HAZARDS
+    from shmref.traces.shipped import ShippedError
 
     wanted = set(job["hazards"])
     for hazard in HAZARDS:
         if hazard.model not in wanted or not claims.claim("hazard " + hazard.model):
             continue
         unit = (PROTOCOL, f"hazard {hazard.model}")
-        no_tlc = tlc.unavailable()
         try:
-            trace, source = (
-                (None, no_tlc)
-                if no_tlc
-                else hazard_trace(hazard.model, run_missing=job["run_missing"] or hazard.quick)
-            )
-        except tlc.TlcError as exc:
-            trace, source = None, f"TLC failed: {exc}"
+            counterexamples, problem = hazard_counterexamples(hazard.model), ""
+        except ShippedError as exc:  # a stale or missing shipped file: named, never TLC
+            counterexamples, problem = [], str(exc)
         dog.unit = unit
         events.emit("start", node=None, unit=unit)
         try:
-            check = hazard_check(job["name"], impl, hazard, trace, source)[0]
+            check = hazard_check(job["name"], impl, hazard, counterexamples, problem)[0]
         except BaseException as exc:  # the implementation's: said in the report
             check = Check(
                 PROTOCOL,

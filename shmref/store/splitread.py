@@ -26,7 +26,7 @@ import traceback
 from typing import Any
 
 from shmref.contract import MissingCapability, has
-from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure
+from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure, TornCopy
 
 WAIT = 120.0  # seconds a step waits for the reading thread
 UNCUT = (
@@ -45,6 +45,7 @@ class Gate:
     def __init__(self) -> None:
         self.events: queue.Queue[str] = queue.Queue()
         self.go: queue.Queue[str] = queue.Queue()
+        self.serde_raised: BaseException | None = None  # what the wrapped serde raised
 
     def arrive(self, stage: str) -> None:
         """Called in the reading thread: say where it is, wait to go on."""
@@ -79,7 +80,12 @@ class CutSerde:
             gate.arrive("copy")
         if type(self).fail:
             raise InjectedCopyFailure("injected deserialize failure")
-        value = self.serde.deserialize(data)
+        try:
+            value = self.serde.deserialize(data)
+        except Exception as exc:  # the bytes did not decode: the store's get may handle it
+            if gate is not None:
+                gate.serde_raised = exc
+            raise
         if gate is not None:
             gate.arrive("end")
         return value
@@ -144,7 +150,16 @@ class HeldRead:
         return self.wait()
 
     def copy(self) -> None:
-        self.step()
+        """The held get deserializes: its serde's own exception coming out of
+        the get unchanged is no refusal of the store's (TornCopy)."""
+        try:
+            self.step()
+        except Exception as exc:
+            if exc is not self.gate.serde_raised:
+                raise
+            raise TornCopy(
+                f"its serde could not decode the bytes: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def end(self) -> Any:
         if self.step() != "done":

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shmref import pytest_plugin, tlc
+from shmref import pytest_plugin
 from shmref.contract import MissingCapability
 from shmref.core.paths import SUITE_DIR
 from shmref.oracle.testgroups import TEST_GROUPS, group_of
@@ -69,12 +69,9 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test that needs TLC where Java or the jar is missing is `not run:
-    missing TLC (what to install)`, never an error deep inside TLC's runner;
-    decided before any fixture (a module's corpus) would call TLC."""
+    """No test of the suite runs TLC: the traces it replays ship in the
+    package (shmref.traces.shipped), so it needs no Java."""
     calltrace.RECORDER.reset(case_name(item))
-    if item.get_closest_marker("tlc") is not None and (missing := tlc.unavailable()):
-        pytest.skip(missing)
 
 
 @pytest.fixture

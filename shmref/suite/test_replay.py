@@ -1,9 +1,11 @@
 """TLC traces replayed on the implementation under test, step by step.
 
-The spec's models are run here with TLC (simulation with fixed seeds, and
-the allocator model's whole state graph), and every trace is replayed on real
-shared memory by `shmref.traces.replay`. A trace that diverges fails the test with
-the step-by-step table.
+The traces are TLC's, shipped in the package (simulations of the models with
+fixed seeds, and the allocator model's whole state graph: `make spec-traces`,
+shmref.traces.shipped), so every machine replays the same ones and no TLC
+runs here; every trace is replayed on real shared memory by
+`shmref.traces.replay`. A trace that diverges fails the test with the
+step-by-step table.
 """
 
 from __future__ import annotations
@@ -17,23 +19,21 @@ from shmref.core.paths import SPEC_DIR
 from shmref.render import sink
 from shmref.seed.mutants import build_mutant
 from shmref.store.values import UNIT, store_unit
-from shmref.tlc.corpus import simulation_corpus, state_graph
+from shmref.traces import shipped
 from shmref.traces.replay import Replayer
-
-pytestmark = pytest.mark.tlc
 
 
 @pytest.fixture(scope="module")
 def corpus() -> dict[str, list[tlc.Trace]]:
     return {
-        "MCRing": simulation_corpus("MCRing", 100, 40, 20261202),
+        "MCRing": shipped.corpus("MCRing"),
         "MCStorage": storage_corpus("MCStorage"),
     }
 
 
 def storage_corpus(model: str) -> list[tlc.Trace]:
     """The simulations of a storage model (MCStorage or MCStorageWide)."""
-    return simulation_corpus(model, 150, 40, 20261202)
+    return shipped.corpus(model)
 
 
 def storage_model(impl) -> str:
@@ -72,7 +72,7 @@ def test_simulation_corpus_replays(impl, corpus, model):
 @pytest.mark.slow
 def test_allocator_state_graph_every_edge(impl):
     """Paths through MCRing's whole state graph that cover every edge."""
-    graph = state_graph("MCRing")  # TLC -dump dot, cached by the spec's hash
+    graph = shipped.state_graph("MCRing")  # TLC -dump dot, shipped
     paths = tlc.covering_paths(graph)
     coverage = tlc.edge_coverage(graph, paths)
     replayer = Replayer(impl, SPEC_DIR / "MCRing.cfg")

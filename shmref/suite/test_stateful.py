@@ -28,7 +28,6 @@ def test_store_machine(impl, level):
     machine_for(impl, **level_overrides(level)).TestCase().runTest()
 
 
-@pytest.mark.tlc
 @pytest.mark.parametrize("level", LEVELS)
 def test_store_machine_from_tlc_traces(impl, level):
     machine_for(impl, TraceSeededMachine, **level_overrides(level)).TestCase().runTest()

@@ -13,7 +13,7 @@ from hypothesis.stateful import (
 from shmref import tlc
 from shmref.core.paths import SPEC_DIR
 from shmref.testing.machine import StoreMachine
-from shmref.tlc.corpus import simulation_corpus
+from shmref.traces import shipped
 from shmref.traces.replay import read_constants, step_call
 
 
@@ -45,4 +45,4 @@ class TraceSeededMachine(StoreMachine):
 
 @functools.cache
 def storage_traces() -> list[tlc.Trace]:
-    return simulation_corpus("MCStorage", 60, 30, 7)
+    return shipped.corpus("MCStorage-seeded")

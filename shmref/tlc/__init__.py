@@ -20,16 +20,19 @@ from shmref.tlc.graph import (
     covering_paths,
     edge_coverage,
     parse_dot,
+    parse_dot_text,
     path_to_trace,
 )
 from shmref.tlc.java import find_jar, find_java, unavailable
 from shmref.tlc.result import TlcRun
 from shmref.tlc.run import run_tlc
 from shmref.tlc.toolout import (
+    SIM_FILE,
     Message,
     State,
     Trace,
     parse_simulation_file,
+    parse_simulation_text,
     parse_tool_output,
     parse_trace,
     parse_traces,
@@ -41,6 +44,7 @@ __all__ = [
     "Edge",
     "FrozenDict",
     "Message",
+    "SIM_FILE",
     "State",
     "StateGraph",
     "TlcError",
@@ -52,7 +56,9 @@ __all__ = [
     "find_java",
     "unavailable",
     "parse_dot",
+    "parse_dot_text",
     "parse_simulation_file",
+    "parse_simulation_text",
     "parse_state",
     "parse_tool_output",
     "parse_trace",

@@ -1,9 +1,12 @@
-"""TLC simulation corpora, made once per spec version and kept in the user cache
-(shmref.core.paths).
+"""TLC simulation corpora of any parameters (shmref.testing.simulate, the
+repository's tests and benchmarks), made on demand and kept in the user cache
+(shmref.core.paths). The corpora and the state graph the conformance suite
+replays are not made here: they ship in the package (shmref.traces.shipped).
 
-A corpus is the traces of `-simulate num=K -depth D -seed S` on one model;
-the same seed gives the same traces, and the cache key includes a hash of
-the spec files, so an edited spec never replays stale traces.
+A corpus is the traces of `-simulate num=K -depth D -seed S` on one model,
+with one TLC worker, so that K is the number of traces on every machine and
+the same seed gives the same traces; the cache key includes a hash of the
+spec files, so an edited spec never replays stale traces.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from shmref.tlc.manifest import model_files
 def simulation_corpus(
     model: str, num: int, depth: int, seed: int, spec_dir: Path = SPEC_DIR
 ) -> list[tlc.Trace]:
-    """`num` traces per TLC worker of at most `depth` states of `model`."""
+    """`num` traces of at most `depth` states of `model` (one TLC worker)."""
     folder = (
         cache_dir("corpus", keyed_by_spec=False)
-        / f"{model}-{num}x{depth}-s{seed}-{spec_digest(spec_dir)}"
+        / f"{model}-{num}x{depth}-s{seed}-w1-{spec_digest(spec_dir)}"
     )
     done = folder / "DONE"
     with cache_lock("corpus", folder.name):
@@ -31,7 +34,7 @@ def simulation_corpus(
             shutil.rmtree(folder, ignore_errors=True)
             tla, cfg = model_files(model, spec_dir)  # the module may be shared
             traces = folder / "traces"
-            run = tlc.run_tlc(tla, cfg, simulate=(num, depth, seed), simulate_dir=traces)
+            run = tlc.run_tlc(tla, cfg, workers=1, simulate=(num, depth, seed), simulate_dir=traces)
             if run.outcome != "ok":
                 raise tlc.TlcError(f"simulating {model} failed: {run.summary()}")
             done.write_text(run.summary() + "\n")
@@ -53,17 +56,3 @@ def _parsed(folder: Path) -> list[tlc.Trace]:
     partial.write_bytes(pickle.dumps(traces))
     partial.replace(kept)
     return traces
-
-
-def state_graph(model: str, spec_dir: Path = SPEC_DIR) -> tlc.StateGraph:
-    """The whole state graph of `model` (TLC `-dump dot`), made once per spec
-    version; TlcError unless TLC checks the model without a violation."""
-    dot = cache_dir("corpus", keyed_by_spec=False) / f"{model}-graph-{spec_digest(spec_dir)}.dot"
-    with cache_lock("corpus", dot.name):
-        if not dot.is_file():
-            partial = dot.with_name(dot.stem + "-partial.dot")  # TLC appends .dot otherwise
-            run = tlc.run_tlc(*model_files(model, spec_dir), dump_dot=partial)
-            if run.outcome != "ok":
-                raise tlc.TlcError(f"the state graph of {model}: {run.summary()}")
-            partial.replace(dot)
-    return tlc.parse_dot(dot)

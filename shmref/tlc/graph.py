@@ -41,7 +41,11 @@ def parse_dot(path: Path) -> StateGraph:
     path = Path(path)
     if not path.is_file():
         raise TlcError(f"dot file {path} does not exist")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    return parse_dot_text(path.read_text(encoding="utf-8", errors="replace"), str(path))
+
+
+def parse_dot_text(text: str, path: str) -> StateGraph:
+    """A ``-dump dot,actionlabels`` file's text; `path` names it in errors."""
     if "digraph" not in text:
         raise TlcError(f"{path}: not a Graphviz digraph")
     states: dict[str, dict[str, Any]] = {}

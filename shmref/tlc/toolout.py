@@ -170,7 +170,11 @@ SIM_FILE = re.compile(r"^(?P<prefix>.*)_(?P<worker>\d+)_(?P<k>\d+)$")
 
 def parse_simulation_file(path: Path) -> Trace:
     """Parse one ``-simulate file=PREFIX`` trace (``STATE_i ==`` blocks)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    return parse_simulation_text(Path(path).read_text(encoding="utf-8", errors="replace"), path)
+
+
+def parse_simulation_text(text: str, path: Path | str) -> Trace:
+    """One ``-simulate`` trace file's text; `path` names it in errors."""
     blocks = list(_SIM_STATE.finditer(text))
     if not blocks:
         raise TlcError(f"{path}: not a TLC simulation trace file (no STATE_i == blocks)")
