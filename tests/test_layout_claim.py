@@ -14,7 +14,9 @@ fixtures are what they claim (the seed's API results; other bytes), the
 count probe tells the two layouts apart, a hazard replay of a store whose
 counts are not the seed's still catches a misplaced count (through the API)
 and clears a correct store, and the side-by-side machine with the store's
-own serde passes the pickle store and catches a broken one. `slow`, end to
+own serde passes the pickle store and catches a broken one, and the pickle
+store's full-run recording goes on past the UnpicklingError of a read
+(issue 40: that is the step's outcome, judged FAIL). `slow`, end to
 end: the layout stores get the seed's verdict on every property outside
 seed-layout and fail seed-layout; the serde store passes seed-compatible
 as the seed does."""
@@ -174,6 +176,28 @@ def test_side_by_side_uses_the_stores_own_serde(stores):
     broken.SingleWriterShmObjectStorage = Lenient
     with pytest.raises(AssertionError, match="put"):
         quick(machine(broken, layout=False)).TestCase().runTest()
+
+
+def test_the_pickle_stores_full_recording_goes_on_past_its_unpickling_error(stores, tmp_path):
+    """The full run's first recording (300 steps, seed 1; a quick run's 150
+    steps never get there): the pickle store's read of an overwritten chunk
+    raises UnpicklingError, which is that step's outcome (issue 40: "torn"), so the
+    run is recorded to its end and trace validation judges it (FAIL, as the
+    seed: tests/test_trace_validation.py judges such an outcome), where the
+    recording used to stop and the property was ERROR."""
+    from shmref.traces.recorder import Recording, record
+
+    recording = record(stores["seed_pickle_serde"], 300, 1)
+    # its serde's own exception at the copy is named "torn" (shmref.store.splitread sees where
+    # it came from); an UnpicklingError out of the store's own code keeps its class name
+    raised = [
+        k for k, e in enumerate(recording.log) if e["outcome"] in ("torn", "UnpicklingError")
+    ]
+    assert raised and recording.log[raised[0]]["name"] == "get_copy", recording.log[-3:]
+    assert recording.log[raised[0]]["outcome"] == "torn"
+    assert len(recording.log) == len(record(stores["seed"], 300, 1).log)  # to the end
+    recording.save(tmp_path / "recording-1.json")
+    assert Recording.load(tmp_path / "recording-1.json") == recording
 
 
 # -- end to end (slow) -----------------------------------------------------------------------

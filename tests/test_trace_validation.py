@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -179,6 +180,77 @@ def test_empty_recording_is_accepted(is_refimpl):
         assert validate_recording(Recorder(driver).recording()).accepted
 
 
+# -- an exception the contract does not name ---------------------------------------
+
+
+class Corrupt(Exception):
+    """No exception type of the contract (as pickle's UnpicklingError is)."""
+
+
+class DeserializeError(Exception):  # noqa: N818 - named as the outcome on purpose
+    """A store's own class that has an outcome's name, and is not that outcome."""
+
+
+class _RaisingCopy:
+    """Wraps a reader storage: every `get_copy` raises `exc_type`."""
+
+    def __init__(self, inner: Any, exc_type: type[Exception]) -> None:
+        self.inner, self.exc_type = inner, exc_type
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "get_copy":
+
+            def get_copy(*_args: Any) -> None:
+                raise self.exc_type("the bytes read back make no object")
+
+            return get_copy
+        return getattr(self.inner, name)
+
+
+def raising_at_copy(exc_type: type[Exception]) -> ModuleType:
+    """refimpl, whose readers' copies raise `exc_type`."""
+
+    class Storage(refimpl.SingleWriterShmObjectStorage):  # type: ignore[misc]
+        @staticmethod
+        def create_from_handle(handle: Any) -> Any:
+            inner = refimpl.SingleWriterShmObjectStorage.create_from_handle(handle)
+            return _RaisingCopy(inner, exc_type)
+
+    module = ModuleType(f"raising_{exc_type.__name__}")
+    module.SingleWriterShmRingBuffer = refimpl.SingleWriterShmRingBuffer  # type: ignore[attr-defined]
+    module.SingleWriterShmObjectStorage = Storage  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.mark.parametrize(
+    "exc_type, outcome", [(Corrupt, "Corrupt"), (DeserializeError, f"{__name__}.DeserializeError")]
+)
+def test_an_exception_of_no_contract_type_is_the_steps_outcome_and_a_fail(
+    exc_type, outcome, tmp_path, is_refimpl
+):
+    """A store whose read raises an exception the contract does not name
+    (the pickle-serde store's UnpicklingError, issue 40): the oracle's
+    recorded run goes on, the step's outcome is the class name (with its
+    module when it is an outcome's name: never taken for the injected
+    failure), the file loads, and trace validation is FAIL at that step,
+    saying so, not ERROR."""
+    from shmref.oracle.validation import validation_check
+    from shmref.traces.recorder import record as oracle_record
+
+    if not is_refimpl:
+        pytest.skip("a fault injected into refimpl")
+    recording = oracle_record(raising_at_copy(exc_type), 60, 1)
+    raised = [k for k, e in enumerate(recording.log) if e["outcome"] == outcome]
+    assert raised and recording.log[raised[0]]["name"] == "get_copy", recording.log
+    path = tmp_path / "recording-1.json"
+    recording.save(path)
+    check = validation_check("raising", [(path, Recording.load(path))], tmp_path)
+    assert check.status == "FAIL", (check.status, check.failures)
+    trace = check.failures[0]["trace"]
+    assert f"entries 1..{raised[0]} of " in trace, trace
+    assert f'last_action.outcome: recording "{outcome}", spec "ok"' in trace, trace
+
+
 # -- recordings in ITF ----------------------------------------------------------------
 
 
@@ -223,6 +295,10 @@ BROKEN_RECORDINGS = {
     "reader out of range": (_edit(["reader"], 7), ["last_action.reader", "0..1"]),
     "reader as a name": (_edit(["reader"], "r1"), ["last_action.reader", "integer"]),
     "missing outcome": (_edit(["outcome"], None), ["last_action", "outcome"]),
+    "outcome of no name": (
+        _edit(["outcome"], "no such thing"),
+        ["last_action.outcome", "an exception's class name"],
+    ),
     "unknown call": (_edit(["name"], "drop_delivery"), ["last_action.name", "drop_delivery"]),
     "unknown field": (_edit(["colour"], "red"), ["last_action", "colour"]),
     "handle as a list": (_edit(["handle"], ["a", 0, 0]), ["last_action.handle"]),

@@ -158,6 +158,23 @@ def test_classify_ignores_the_message() -> None:
     assert vocabulary.documented_kind(TypeError("k")) == "TypeError"
 
 
+def test_an_exception_of_no_outcomes_type_is_named_by_its_class() -> None:
+    """What the contract does not name is an outcome no spec step shows: its
+    class name, with its module when the name is an outcome's (a store's own
+    DeserializeError is not the injected failure)."""
+
+    class DeserializeError(Exception):  # noqa: N818 - named as the outcome on purpose
+        pass
+
+    assert classify("get_copy", TypeError("x")) == "TypeError"
+    assert classify("put", RuntimeError("x")) == "RuntimeError"
+    assert classify("get_copy", DeserializeError()) == f"{__name__}.DeserializeError"
+    assert vocabulary.is_undocumented("UnpicklingError")
+    assert vocabulary.is_undocumented(f"{__name__}.DeserializeError")
+    for name in ("DeserializeError", "stale", "ok", "no such thing", "", 3, None):
+        assert not vocabulary.is_undocumented(name), name
+
+
 class _Muffled:
     """Wraps a storage; every ValueError of a read's checks gets one message
     that names neither a signature nor an id (and `verify_signature` may be

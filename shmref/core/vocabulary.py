@@ -250,7 +250,7 @@ def exception_named(name: str) -> type[BaseException] | None:
 def classify(name: str, exc: BaseException) -> str:
     """The outcome of action `name` that raised `exc`: by the exception's
     type and the kind of step (a read or another call), never its text.
-    An exception of no outcome's type is named by its class."""
+    An exception of no outcome's type is named by its class (`undocumented`)."""
     at = "read" if action(name).reads else "call"
     for outcome in OUTCOMES:
         if (
@@ -259,7 +259,29 @@ def classify(name: str, exc: BaseException) -> str:
             and isinstance(exc, outcome.exception)
         ):
             return outcome.name
-    return type(exc).__name__
+    return undocumented(exc)
+
+
+_CLASS_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
+
+
+def undocumented(exc: BaseException) -> str:
+    """The outcome name of an exception of no outcome's type (one the
+    contract does not document): its class name, which no spec action
+    shows, so a recording that holds it is rejected at that step. A class
+    whose name is an outcome's (a store's own `DeserializeError`) is named
+    with its module, never taken for that outcome."""
+    cls = type(exc)
+    if cls.__name__ in _OUTCOME_BY_NAME:
+        module = ".".join(re.sub(r"\W", "_", p, flags=re.ASCII) for p in cls.__module__.split("."))
+        return f"{module}.{cls.__name__}"
+    return cls.__name__
+
+
+def is_undocumented(name: object) -> bool:
+    """Whether `name` can be what `undocumented` gives: a (dotted) class
+    name that is no outcome of the table."""
+    return isinstance(name, str) and name not in _OUTCOME_BY_NAME and bool(_CLASS_NAME.match(name))
 
 
 def documented_kind(exc: BaseException) -> str:

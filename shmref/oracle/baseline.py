@@ -1,8 +1,15 @@
 """The seed baseline: the seed's own report for the same run, beside every
-property; cached in the user cache under a fingerprint of everything it depends on."""
+property; cached in the user cache under a fingerprint of everything it depends on.
+
+A cached baseline is kept for as long as its fingerprint holds, so it must
+never keep an accident: a property that came out ERROR, CRASH or TIMEOUT is
+run again (`--only`) before the report is cached, the second result is kept,
+and the property's detail (and the report's `reruns`) says what the first was.
+"""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -16,9 +23,8 @@ from typing import Any
 
 from shmref import tlc
 from shmref.core.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir
-from shmref.oracle.verdict import (
-    Check,
-)
+from shmref.oracle.report import Report
+from shmref.oracle.verdict import CRASH, ERROR, NOT_RUN, RUN_CHECKS, TIMEOUT, Check
 from shmref.seed.build import MISSING_SEED, SeedError, SeedMissing, default_seed_path
 
 
@@ -66,6 +72,11 @@ class SeedBaseline:
         self.child: subprocess.Popen[bytes] | None = None
         self.work: Path | None = None
 
+    @staticmethod
+    def command() -> list[str]:
+        """The seed's own conformance run (a test puts a double in its place)."""
+        return [sys.executable, "-m", "shmref.conformance", "--impl", "seed"]
+
     def start(self) -> None:
         if (self.folder / "conformance.json").is_file():
             return
@@ -73,17 +84,47 @@ class SeedBaseline:
         if seed is None or not seed.is_file():
             raise SeedMissing(MISSING_SEED)
         self.work = Path(tempfile.mkdtemp(prefix=self.folder.name + "-", dir=self.folder.parent))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-m", "shmref.conformance", "--impl", "seed", "--no-baseline"]
-        command.append("--no-shrink")  # only its verdicts are used
         with open(self.work / "run.log", "wb") as log:
             self.child = subprocess.Popen(
-                [*command, "--out", str(self.work), *self.args],
+                self._seed_run(self.work),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env=self._env(),
             )
+
+    def _seed_run(self, out: Path, only: Sequence[str] = ()) -> list[str]:
+        command = [*self.command(), "--no-baseline", "--no-shrink"]  # only its verdicts are used
+        return [*command, "--out", str(out), *self.args, *(a for n in only for a in ("--only", n))]
+
+    @staticmethod
+    def _env() -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+    def rerun_accidents(self, made: Path) -> None:
+        """Run again what came out ERROR, CRASH or TIMEOUT in the seed's report
+        `made`, and keep the second result (with the first named) in it."""
+        first: dict[str, Any] = json.loads(made.read_text())
+        names = sorted({name for _level, name in accidents(first)})
+        if not names:
+            return
+        assert self.work is not None
+        again = self.work / "rerun"
+        # a run-wide check (a process problem, pytest's collection) is no property: all again
+        only = () if set(RUN_CHECKS) & set(names) else names
+        with open(self.work / "rerun.log", "wb") as log:
+            subprocess.run(
+                self._seed_run(again, only),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._env(),
+                check=False,
+            )
+        second = again / "conformance.json"
+        report = kept_second(first, json.loads(second.read_text()) if second.is_file() else None)
+        made.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        (made.parent / "conformance.md").write_text(report.markdown(made.parent))
 
     def stop(self) -> None:
         """The run was interrupted: the seed's run ends with it, its work folder removed."""
@@ -105,6 +146,7 @@ class SeedBaseline:
             if not made.is_file():
                 log = (self.work / "run.log").read_text(errors="replace").strip()
                 raise SeedError(f"the seed's own run exited {code}: {log[-300:]}")
+            self.rerun_accidents(made)
             if (self.folder / "conformance.json").is_file():  # another run was first
                 shutil.rmtree(self.work, ignore_errors=True)
             else:
@@ -124,3 +166,74 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
     for check in checks:
         check.seed = results.get((check.level, check.name), "absent")
     return {level: data["status"] for level, data in baseline["levels"].items()}
+
+
+ACCIDENTS = (ERROR, CRASH, TIMEOUT)  # what a run may get by accident, never the seed's answer
+
+
+def accidents(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(level, property) of every check of `report` that is an accident."""
+    return [
+        (level, c["name"])
+        for level, data in report["levels"].items()
+        for c in data["checks"]
+        if c["status"] in ACCIDENTS
+    ]
+
+
+def kept_second(first: Mapping[str, Any], second: Mapping[str, Any] | None) -> Report:
+    """`first` with each accident's check replaced by the re-run's (`second`;
+    None: the re-run made no report), its detail saying what the first run
+    gave when the two differ; the levels' statuses recomputed and every
+    re-run listed in `reruns`. A run-wide check (RUN_CHECKS) is the
+    re-run's: gone if the problem did not come back."""
+    report = copy.deepcopy(dict(first))
+    redone: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for level, data in (second or {}).get("levels", {}).items():
+        for c in data["checks"]:
+            redone.setdefault((level, c["name"]), []).append(c)
+    reruns = []
+    for level, name in dict.fromkeys(accidents(report)):
+        checks = report["levels"][level]["checks"]
+        before = [c for c in checks if c["name"] == name]
+        after = redone.get((level, name), [])
+        if second is None:  # not judged again: the first result stays, said to be one
+            after = [{**c, "detail": f"the re-run made no report; {c['detail']}"} for c in before]
+        elif name not in RUN_CHECKS and after:
+            was = f"{before[0]['status']} ({(before[0]['detail'] or '-').splitlines()[0][:200]})"
+            if after[0]["status"] != before[0]["status"]:
+                note = f"first run: {was}; re-run: {after[0]['status']} (kept)"
+            else:
+                note = f"{was} again on a re-run"
+            after = [{**after[0], "detail": "; ".join(t for t in (note, after[0]["detail"]) if t)}]
+        elif name not in RUN_CHECKS:  # the re-run did not judge it: the first stays
+            after = before
+        at = checks.index(before[0])
+        checks[:] = [*checks[:at], *after, *(c for c in checks[at:] if c not in before)]
+        first_status, second_status = before[0]["status"], after[0]["status"] if after else None
+        reruns.append(
+            {"level": level, "name": name, "first": first_status, "second": second_status}
+        )
+    return recomputed(report, reruns)
+
+
+class Rerun(Report):
+    """A seed report whose accidents were run again (`reruns`: what each gave twice)."""
+
+    reruns: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "reruns": self.reruns}
+
+
+def recomputed(report: Mapping[str, Any], reruns: list[dict[str, Any]]) -> Report:
+    """The seed's report with its level statuses (and the seed's, which are
+    its own) computed again from its checks."""
+    run = tuple(lv for lv, d in report["levels"].items() if d["status"] != NOT_RUN or d["checks"])
+    checks = [Check(**c) for d in report["levels"].values() for c in d["checks"]]
+    again = Rerun(
+        report["impl"], report["quick"], checks, report["seconds"], report["not_run"], run
+    )
+    again.seed_levels = {lv: again.level_status(lv) for lv in report["levels"]}
+    again.reruns = reruns
+    return again

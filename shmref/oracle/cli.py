@@ -55,6 +55,7 @@ from shmref.oracle.run import (
     DEFAULT_TIMEOUT,
     QUICK_SHRINK_BUDGET,
     load_checked,
+    property_problem,
     run,
 )
 from shmref.oracle.verdict import (
@@ -233,6 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="do not shrink failing examples (verdicts only; used for the seed's own run)",
     )
     parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PROPERTY",
+        help="run only this property, named as in the report (repeatable; the seed baseline "
+        "re-runs a property that came out ERROR, CRASH or TIMEOUT this way)",
+    )
+    parser.add_argument(
         "--hazard",
         metavar="MODEL",
         help="only replay this hazard model's shipped counterexamples on --impl",
@@ -272,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(pairs_line(args.writer, args.readers, *locks))
     if not args.impl:
         parser.error("--impl MODULE is required")
+    for problem in filter(None, map(property_problem, args.only or ())):
+        parser.error(problem)
     found, problem = load_checked(args.impl)
     if found is None:
         print(problem, file=sys.stderr)
@@ -312,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else DEFAULT_SHRINK_BUDGET
             ),
             progress=not args.no_progress,
+            only=args.only,
         )
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ from shmref.oracle.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
     TestGroup,
+    group_of,
+    matches,
     pytest_checks,
 )
 from shmref.oracle.validation import isolated_protocol_checks, validate_early
@@ -31,10 +33,12 @@ from shmref.oracle.verdict import (
     ERROR,
     LEVELS,
     PROTOCOL,
+    RUN_CHECKS,
     Check,
     impl_arg,
     level_status,
 )
+from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
 from shmref.render.html import PAGE, write_report
 from shmref.seed.build import SeedError
@@ -76,8 +80,36 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def selected_groups(quick: bool, levels: Sequence[str], all_groups: bool) -> list[TestGroup]:
-    return [g for g in TEST_GROUPS if (g.quick or not quick or all_groups) and g.level in levels]
+def selected_groups(
+    quick: bool, levels: Sequence[str], all_groups: bool, only: Collection[str] | None = None
+) -> list[TestGroup]:
+    """The pytest groups of the run; with `only`, those that own one of its
+    properties (even when `quick` would leave them out: they were named)."""
+    wanted = None if only is None else {owner(name) for name in only}
+    return [
+        g
+        for g in TEST_GROUPS
+        if g.level in levels
+        and (g in wanted if wanted is not None else g.quick or not quick or all_groups)
+    ]
+
+
+def owner(name: str) -> TestGroup | None:
+    """The pytest group whose property `name` is (None: no suite test's)."""
+    named = [g for g in TEST_GROUPS if g.label == name and not g.split]
+    return named[0] if named else group_of(name, TEST_GROUPS)
+
+
+def property_problem(name: str) -> str:
+    """Why `name` is no property a run can be limited to ("" if it is one)."""
+    known = name == RECORDING_UNIT[1] or name in {f"hazard {h.model}" for h in HAZARDS}
+    if known or owner(name) is not None:
+        return ""
+    return (
+        f"{name!r} is no property (a name of the report's property column: "
+        f"'{RECORDING_UNIT[1]}', 'hazard MODEL' or a suite test such as "
+        f"'{TEST_GROUPS[0].select}::test_NAME')"
+    )
 
 
 def run(
@@ -95,6 +127,7 @@ def run(
     workers: int | None = None,
     shrink_budget: float = DEFAULT_SHRINK_BUDGET,
     progress: bool = True,
+    only: Collection[str] | None = None,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -102,10 +135,14 @@ def run(
     `shrink` False: failing examples are not shrunk (verdicts only);
     `workers` children share the work (default: one per core), each
     shrinking for at most `shrink_budget` seconds in all; `progress`: what
-    runs is said on stderr (shmref.oracle.progress)."""
+    runs is said on stderr (shmref.oracle.progress); `only`: just these
+    properties (names of the report's property column, or a suite test
+    class's or file's for all of its), as the seed baseline re-runs an
+    accident (shmref.oracle.baseline)."""
     started = time.monotonic()
     fresh(out)
-    groups = selected_groups(quick, levels, all_groups)
+    groups = selected_groups(quick, levels, all_groups, only)
+    hazards = [h for h in HAZARDS if only is None or f"hazard {h.model}" in only]
     not_run = [NOT_RUN_GROUPS] + [
         g.select for g in TEST_GROUPS if g not in groups and g.level in levels
     ]
@@ -118,6 +155,7 @@ def run(
         except SeedError as exc:
             seed_run, seed_problem = None, str(exc)
     protocol = PROTOCOL in levels
+    record = protocol and (only is None or RECORDING_UNIT[1] in only)
     no_tlc = tlc.unavailable()
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
@@ -125,7 +163,7 @@ def run(
     profile = profiles.for_run(quick, shrink)
     recordings: list[dict[str, Any]] = [
         {"path": str(out / f"recording-{seed}.json"), "steps": 150 if quick else 300, "seed": seed}
-        for seed in (((1,) if quick else (1, 2)) if protocol else ())
+        for seed in (((1,) if quick else (1, 2)) if record else ())
     ]
     for item in recordings:
         Path(item["path"]).unlink(missing_ok=True)
@@ -137,11 +175,11 @@ def run(
         "levels": list(levels),
         "groups": [g.label for g in groups],
         "recordings": recordings,
-        "hazards": [h.model for h in HAZARDS] if protocol else [],
+        "hazards": [h.model for h in hazards] if protocol else [],
         "shrink_budget": shrink_budget,
     }
     others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
-    others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in HAZARDS if protocol})
+    others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in hazards if protocol})
     bar = Progress(sys.stderr, others) if progress else None
     early: list[threading.Thread] = []
 
@@ -168,14 +206,14 @@ def run(
         bar.close()
 
     checks: list[Check] = [
-        Check(levels[0], "the run", "the implementation's processes", ERROR, detail=problem)
+        Check(levels[0], RUN_CHECKS[0], "the implementation's processes", ERROR, detail=problem)
         for problem in outcome.problems
     ]
     if groups and (outcome.collect_errors or not (outcome.cases or outcome.incidents)):
         checks.append(
             Check(
                 groups[0].level,
-                "pytest",
+                RUN_CHECKS[1],
                 "the test run",
                 ERROR,
                 detail=(
@@ -188,6 +226,10 @@ def run(
         name, groups, list(outcome.cases.values()), root or None, profile, outcome.incidents
     )
     checks += isolated_protocol_checks(name, out, outcome, protocol, no_tlc, root or None)
+    if only is not None:  # the others' checks were not run (what went wrong in the run stays)
+        checks = [
+            c for c in checks if c.name in RUN_CHECKS or any(matches(n, c.name) for n in only)
+        ]
     run_levels = tuple(level for level in LEVELS if level in levels)
     seed_levels: dict[str, str] = {}
     if name == "shmref_seed":

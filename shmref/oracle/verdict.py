@@ -44,6 +44,10 @@ PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT = (
     "TIMEOUT",  # the property ran past --timeout; its process was killed
 )
 BAD = (FAIL, ERROR, CRASH, TIMEOUT)  # statuses that fail a level
+RUN_CHECKS = (
+    "the run",
+    "pytest",
+)  # checks of the whole run (its processes, collection), no property's
 
 
 @dataclass

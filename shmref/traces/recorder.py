@@ -20,6 +20,7 @@ import random
 from types import ModuleType
 from typing import Any
 
+from shmref.contract import MissingCapability
 from shmref.core import vocabulary
 from shmref.store.driver import Driver, Outcome
 from shmref.store.values import MD_SIZE
@@ -79,11 +80,21 @@ class Recorder:
         return Recording(constants, [dict(e) for e in self.log], observed)
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Outcome:
-        """The Driver method of action `name` (shmref.core.vocabulary)."""
+        """The Driver method of action `name` (shmref.core.vocabulary). What
+        the call raised is its outcome, whatever the type: the Driver names
+        the contract's exceptions, and any other is named by its class
+        (vocabulary.undocumented), an outcome no spec step shows, so that
+        TLC rejects the log at this step (a FAIL with its reason) instead
+        of the recording stopping there (an ERROR that judges nothing)."""
         method = vocabulary.action(name).driver
         if method is None:
             raise ValueError(f"action {name!r} calls nothing: there is no call to record")
-        outcome: Outcome = getattr(self.driver, method)(*args, **kwargs)
+        try:
+            outcome: Outcome = getattr(self.driver, method)(*args, **kwargs)
+        except MissingCapability:
+            raise  # the property is not run: nothing to judge
+        except Exception as exc:  # noqa: BLE001 - the store's, recorded as the step's outcome
+            return Outcome(vocabulary.classify(name, exc), f"{type(exc).__name__}: {exc}")
         return outcome
 
     def _add(self, name: str, outcome: Outcome, *args: Any, **results: Any) -> Outcome:
