@@ -62,7 +62,8 @@ class Serde(Protocol):
 
 class Handle(Protocol):
     """What `storage.handle()` returns and `create_from_handle` takes. The
-    oracle copies it and sets `reader_lock` (readers get the lock)."""
+    oracle mostly copies it and sets `reader_lock` (readers get the lock); a
+    writer made with the lock hands it on (readers attach with it as it is)."""
 
     max_object_size: int
     n_readers: int

@@ -9,6 +9,7 @@ test and replay command the data names must exist; and each broken input
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 from shmref.docgen import findings
 from shmref.docgen.findings import FindingsError
+from shmref.docgen.versions import load_versions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,6 +177,42 @@ def test_cli_reports_a_broken_data_file_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("findings: ") and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+# -- the vLLM versions the columns describe ------------------------------------------------------
+
+GOOD_VERSIONS = f"""
+[versions]
+code_path = "{"a" * 40}"
+code_path_note = "the callers"
+upstream = "{"b" * 40}"
+upstream_note = "an unsigned copy"
+seed_note = "signed"
+"""
+BROKEN_VERSIONS = {
+    "no table": ("", "no [versions] table"),
+    "short commit": (GOOD_VERSIONS.replace("a" * 40, "a" * 7), "40 hex digits"),
+    "missing note": (GOOD_VERSIONS.replace('seed_note = "signed"\n', ""), "missing ['seed_note']"),
+    "unknown key": (GOOD_VERSIONS + 'date = "today"\n', "unknown ['date']"),
+    "empty note": (GOOD_VERSIONS.replace('"the callers"', '" "'), "non-empty string"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_VERSIONS))
+def test_broken_versions_are_refused(tmp_path: Path, case: str) -> None:
+    text, message = BROKEN_VERSIONS[case]
+    with pytest.raises(FindingsError, match=re.escape(message)):
+        load_versions(write(tmp_path, "findings.toml", text + GOOD_ENTRY))
+
+
+def test_each_vllm_column_names_its_commit() -> None:
+    """The committed data's commits head the columns and the lines above the table."""
+    versions = load_versions(findings.DATA)
+    table = findings.summary_table([], {}, versions)
+    assert f"vLLM upstream at `{versions.upstream[:7]}`" in table
+    assert f"`cache/shm.py` at `{versions.code_path[:7]}`" in table
+    assert all(f"`{c}`" in table for c in (versions.code_path, versions.upstream))
+    assert "**The seed**: " + versions.seed_note in table
 
 
 # -- the oracle's report ------------------------------------------------------------------------

@@ -11,7 +11,8 @@
 
 The findings are data (docs/findings.toml): one entry per finding with its
 severity, reach in vLLM, vLLM code path, upstream status, regression tests
-and replay command. From it and from the tests themselves (a refimpl test
+and replay command, and the vLLM commits those columns describe ([versions],
+shmref.docgen.versions). From it and from the tests themselves (a refimpl test
 marked `xfail(strict=True)` means refimpl does not close the finding yet)
 this module writes the summary and replay tables between the markers
 `<!-- BEGIN GENERATED: name -->` / `<!-- END GENERATED: name -->`. The
@@ -45,6 +46,7 @@ from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of
     oracle_section,
     summarize_conformance,
 )
+from shmref.docgen.versions import Versions, header, load_versions, notes
 
 REPO = checkout() or Path.cwd()  # FINDINGS.md and docs/ live in a shmref checkout
 DATA = REPO / "docs" / "findings.toml"
@@ -215,7 +217,10 @@ def ranked(findings: Sequence[Finding]) -> list[Finding]:
     )
 
 
-def summary_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
+def summary_table(
+    findings: Sequence[Finding], xfail: Mapping[str, bool], versions: Versions
+) -> str:
+    """The table, under the lines that say which vLLM its columns describe."""
     rows = []
     for f in ranked(findings):
         upstream = f"{f.upstream}: {f.upstream_note}" if f.upstream_note else f.upstream
@@ -235,11 +240,11 @@ def summary_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str
         "finding",
         "severity",
         "reach in vLLM",
-        "vLLM code path",
-        "vLLM upstream",
+        header("vLLM code path", versions.code_path, "`cache/shm.py`"),
+        header("vLLM upstream", versions.upstream),
         "refimpl closes it",
     ]
-    return str(tabulate(rows, headers, tablefmt="github"))
+    return notes(versions) + "\n\n" + str(tabulate(rows, headers, tablefmt="github"))
 
 
 def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
@@ -255,6 +260,7 @@ def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
 def sections(
     findings: Sequence[Finding],
     summary: Mapping[str, Any],
+    versions: Versions,
     repo: Path = REPO,
     coverage_data: Path = COVERAGE,
 ) -> dict[str, str]:
@@ -264,7 +270,7 @@ def sections(
     except coverage.CoverageError as exc:
         raise FindingsError(str(exc)) from exc
     return {
-        "summary": summary_table(findings, xfail),
+        "summary": summary_table(findings, xfail, versions),
         "replay": replay_table(findings, xfail),
         "oracle": oracle_section(summary),
         "coverage": covered,
@@ -312,7 +318,8 @@ def generate(
             f"{', '.join(homeless)}: a finding's picture has no place in {doc.name} "
             "(add its BEGIN/END GENERATED markers under the finding)"
         )
-    return render(text, {**sections(load_findings(data), summary, repo, coverage_data), **drawn})
+    generated = sections(load_findings(data), summary, load_versions(data), repo, coverage_data)
+    return render(text, {**generated, **drawn})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -108,10 +108,13 @@ class ProxyStorage:
         return lock
 
     def _handle_args(self, address: Any, monotonic_id: Any, signature: Any, key: Any) -> Any:
+        """A signature is a list: a tuple (JSON would make it one) is sent as
+        unrepresentable, for the program to refuse as the seed does."""
+        tuple_signature = type(signature) is tuple
         return {
             "address": encode(address),
             "monotonic_id": encode(monotonic_id),
-            "signature": encode(signature),
+            "signature": {"unrepresentable": "tuple"} if tuple_signature else encode(signature),
             "key": encode(key),
         }
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shmref.store.readers import close_despite_cycles
 from shmref.suite.stores import handle_of
 from shmref.suite.values import full_size, read_back, serde_of, sized, stores
 
@@ -327,6 +328,43 @@ def test_a_signature_of_non_ints_is_a_value_error(store_factory, attach, signatu
     address, monotonic_id, _signature, key = handle_of(writer, "k")
     with pytest.raises(ValueError):
         reader.get(address, monotonic_id, signature, key)
+
+
+@pytest.mark.parametrize("form", [tuple, bytes], ids=["tuple", "bytes"])
+def test_a_correct_signature_of_another_type_is_refused(store_factory, attach, form):
+    """The seed checks a signature's type before its bytes: the right 32
+    values as a tuple or as bytes (not the list get_signature gives) are a
+    ValueError in get, touch and verify_signature, on a reader and on the
+    writer."""
+    writer = store_factory()
+    reader = attach(writer)
+    writer.put("k", "v")
+    address, monotonic_id, signature, key = handle_of(writer, "k")
+    other = form(signature)
+    for call in (
+        lambda: reader.get(address, monotonic_id, other, key),
+        lambda: reader.touch(key, address, monotonic_id, other),
+        lambda: reader.verify_signature(key, address, monotonic_id, other),
+        lambda: writer.verify_signature(key, address, monotonic_id, other),
+    ):
+        with pytest.raises(ValueError):
+            call()
+    assert reader.get(address, monotonic_id, signature, key) == "v"  # the list is the handle
+
+
+def test_a_reader_made_from_the_writers_own_handle_reads(impl, store_factory, reader_lock):
+    """vLLM's tests attach readers with the handle of a writer made with the
+    readers' lock, as it is: handle() carries that lock, so such a reader
+    reads what the writer put and its read counts."""
+    writer = store_factory(n_readers=1, lock=reader_lock)
+    writer.put("k", "v")
+    reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.storage.handle())
+    try:
+        assert reader.get(*handle_of(writer, "k")) == "v"
+        writer.free_unused()
+        assert not writer.is_cached("k")
+    finally:
+        close_despite_cycles(reader.close)
 
 
 def test_writer_refuses_the_handle_of_a_reclaimed_object(store_factory, attach):

@@ -23,6 +23,7 @@ class Signing:
     _state: Any
     _signature_out: bytearray  # C writes a writer's signatures here
     _signature_c: Any
+    _signature_view: memoryview
 
     def get_signature(self, key: str) -> list[int]:
         """Sign `key`'s current handle (C: HMAC-SHA256 with the segment's secret)."""
@@ -37,7 +38,7 @@ class Signing:
         )
         if rc:
             self.ring_buffer._fail(rc, "sign handles")
-        return list(self._signature_out)
+        return self._signature_view.tolist()
 
     def verify_signature(
         self, key: str | None, address: int, monotonic_id: int, signature: list[int] | None
@@ -67,7 +68,7 @@ class Signing:
         if type(signature) is not list or len(signature) != SIGNATURE_BYTES:
             raise ValueError(INVALID)
         try:
-            given = bytes(signature)
+            given = bytes(bytearray(signature))  # bytearray's list path is the fast one
         except (TypeError, ValueError):
             raise ValueError(INVALID) from None
         return key.encode("utf-8"), given

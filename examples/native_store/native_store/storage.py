@@ -32,6 +32,7 @@ ADDRESS_LIMIT, ID_LIMIT = 2**64, 2**32  # what a signature encodes (8 and 4 byte
 RAW_MD = bytes([RAW])
 
 FLAG_BYTES = 4  # an object's read count (its place in the object is C's business)
+MD_SIZE = SingleWriterShmRingBuffer.MD_SIZE  # a chunk's header
 HANDLE_FIELDS = ("max_object_size", "n_readers", "ring_buffer_handle", "serde_class", "reader_lock")
 
 
@@ -91,6 +92,10 @@ class SingleWriterShmObjectStorage(Signing):
         self._raw_fast = type(self.ser_de) is MsgpackSerde  # bytes out in one C copy
         self._signature_out = bytearray(32)  # C writes signatures here
         self._signature_c = self._ffi.from_buffer(self._signature_out)
+        self._signature_view = memoryview(self._signature_out)  # .tolist(): the API's list
+        # spans C fills in a read: taken and given back by each call (list.pop and
+        # append are atomic), so reader threads sharing this storage never share one
+        self._spans: list[Any] = []
         if self.is_writer:
             self.key_index: dict[str, tuple[int, int]] = {}
             self.id_index: dict[int, str] = {}
@@ -132,8 +137,8 @@ class SingleWriterShmObjectStorage(Signing):
         payload_c = payload if type(payload) is bytes else ffi.from_buffer(payload)
         out_address, out_id = ring._out_address, ring._out_id
         lock = self._reader_lock
-        if lock is not None:
-            self._acquire(lock)
+        if lock is not None and not lock.acquire(True, self.READER_LOCK_TIMEOUT):
+            self._lock_timed_out()
         try:  # C: allocate, write the count and both parts, count the hand-out
             rc = lib.ns_put(state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id)
             if rc == lib.NS_E_NOMEM or rc == lib.NS_E_IDS:
@@ -205,9 +210,15 @@ class SingleWriterShmObjectStorage(Signing):
         key: str | None = None,
     ) -> Any:
         """Read the object behind a handle (readers pass signature and key):
-        get_begin, get_copy and get_end without a Read object in between."""
+        get_begin, get_copy and get_end without a Read object in between
+        (MsgpackSerde's bytes copied out right here: the common read)."""
         size, data_at = self._open(address, monotonic_id, signature, key)
-        value, error = self._copy(size, data_at)
+        chars = self.ring_buffer._chars  # None once the ring is closed
+        start, stop = data_at + FLAG_BYTES + 1, data_at + size - MD_SIZE  # after RAW's byte
+        if self._raw_fast and stop > start and chars is not None and chars[start - 1] == RAW_MD:
+            value, error = self._ffi.unpack(chars + start, stop - start), None
+        else:
+            value, error = self._copy(size, data_at)
         self._end(address, monotonic_id, size, error is None)
         if error is not None:
             raise error
@@ -255,19 +266,25 @@ class SingleWriterShmObjectStorage(Signing):
             or not 0 <= monotonic_id < ID_LIMIT
         ):
             check_handle_fields(address, monotonic_id)  # raises the exact error
-        span = self._ffi.new("ns_span *")  # per call: readers may share a storage across threads
+        if self.is_writer:
+            key_bytes = given = b""
+        else:
+            key_bytes, given = self._signed_fields(key, signature)
+        spans = self._spans
+        span = spans.pop() if spans else self._ffi.new("ns_span *")
         if self.is_writer:
             rc = lib.ns_open(self._state, address, monotonic_id, span)
         else:
-            key_bytes, given = self._signed_fields(key, signature)
             rc = lib.ns_begin_signed(
                 self._state, key_bytes, len(key_bytes), address, monotonic_id, given, span
             )
+        size, data_at = span.size, span.data_at
+        spans.append(span)
+        if rc:
             if rc == lib.NS_E_SIGNATURE:
                 raise ValueError(INVALID)
-        if rc:
             self.ring_buffer._fail(rc, "read", address, monotonic_id)
-        return span.size, span.data_at
+        return size, data_at
 
     def _copy(self, size: int, data_at: int) -> tuple[Any, Exception | None]:
         """(value, None) or (None, the serde's error). MsgpackSerde's bytes
