@@ -190,9 +190,7 @@ def test_the_pickle_stores_full_recording_goes_on_past_its_unpickling_error(stor
     recording = record(stores["seed_pickle_serde"], 300, 1)
     # its serde's own exception at the copy is named "torn" (shmref.store.splitread sees where
     # it came from); an UnpicklingError out of the store's own code keeps its class name
-    raised = [
-        k for k, e in enumerate(recording.log) if e["outcome"] in ("torn", "UnpicklingError")
-    ]
+    raised = [k for k, e in enumerate(recording.log) if e["outcome"] in ("torn", "UnpicklingError")]
     assert raised and recording.log[raised[0]]["name"] == "get_copy", recording.log[-3:]
     assert recording.log[raised[0]]["outcome"] == "torn"
     assert len(recording.log) == len(record(stores["seed"], 300, 1).log)  # to the end
