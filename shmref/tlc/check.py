@@ -60,7 +60,7 @@ from shmref.tlc.progress import Progress
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 
-OUT_DIR = cache_dir("tlc", keyed_by_spec=False)  # TLC logs; hazards reuse them by spec hash
+OUT_DIR = cache_dir("tlc", keyed_by_spec=False)  # TLC logs of `make check`
 MANIFEST = SPEC_DIR / "models.toml"
 
 try:
