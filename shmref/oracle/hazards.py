@@ -129,6 +129,7 @@ def replay_hazard(
     done: dict[tuple[int, int], int] = {}
     closed = ""
     stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
+    foreign: dict[Any, bool] = {}  # reader -> the spec's copy read another put's cells
     violation: str | None = None
     spec_states = {state.index: state.vars for state in trace.states}
     drawn = Builder(
@@ -159,14 +160,11 @@ def replay_hazard(
             if name == "get_begin" and outcome.status == "ok":
                 stage[reader] = ("open", handle)
             elif name == "get_copy" and reader in stage:
-                torn = outcome.status == "torn" and copied_elsewhere(
+                foreign[reader] = copied_elsewhere(
                     spec_states.get(index), action["reader"], stage[reader][1]
                 )
-                if torn:
-                    problem = (
-                        f"the read of {_handle_text(stage[reader][1])} copied bytes "
-                        f"reused under it ({outcome.result})"
-                    )
+                if outcome.status == "torn" and foreign[reader]:
+                    problem = torn_read(stage[reader][1], outcome)
                 if outcome.status == "ok":
                     stage[reader] = ("copied", stage[reader][1])
                 else:  # the impl raised at the copy: its read is over, uncounted
@@ -175,7 +173,9 @@ def replay_hazard(
                     stage[reader] = ("failed", stage[reader][1])
             elif name == "get_end" and reader in stage:
                 handle = stage.pop(reader)[1]
-                if outcome.status in ("ok", "DeserializeError"):
+                if outcome.status == "torn" and foreign.pop(reader, False):
+                    problem = torn_read(handle, outcome)  # decoded after the store's read
+                if outcome.status in ("ok", "DeserializeError", "torn"):
                     entry = reads.get((handle[2], handle[1]))
                     if entry is not None and entry[0] == handle[0]:
                         entry[1] += 1
@@ -357,6 +357,10 @@ def copied_elsewhere(state: Mapping[str, Any] | None, reader: Any, handle: tuple
     if not copied:
         return False
     return any(owner != handle[0] for owner in copied)
+
+
+def torn_read(handle: tuple[Any, ...], outcome: Outcome) -> str:
+    return f"the read of {_handle_text(handle)} copied bytes reused under it ({outcome.result})"
 
 
 def _handle_text(handle: tuple[Any, ...]) -> str:

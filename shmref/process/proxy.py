@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
+from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process.channel import Program, program
 from shmref.process.messages import b64, encode, unb64
 from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
@@ -243,8 +244,12 @@ class ProxyStorage:
     def _get_end(self, read: ProxyRead) -> Any:
         read_id = read.read_id if isinstance(read, ProxyRead) else encode(read)
         self._call("get_end", read=read_id)
-        if read.error is not None:
-            raise read.error
+        if isinstance(read.error, InjectedCopyFailure):
+            raise read.error  # the oracle's own (the spec's COPY_FAIL)
+        if read.error is not None:  # the serde here failed on the program's bytes: no refusal
+            raise TornCopy(
+                f"its serde could not decode the bytes: {type(read.error).__name__}: {read.error}"
+            ) from read.error
         return read.value
 
 
