@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shmref.oracle.descendants import end_marked, marked_env
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
 from shmref.render.sink import FOLDER, file_name, save
@@ -98,6 +99,7 @@ class Child:
         self.events_path.write_text("")
         self.offset = 0
         self.shm_before = shm_names()
+        env, self.mark = marked_env(child_env())  # its descendants found, even after setsid
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [
@@ -110,7 +112,7 @@ class Child:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=child_env(),
+                env=env,
                 start_new_session=True,  # its own process group: killed as one
             )
 
@@ -128,6 +130,15 @@ class Child:
         except OSError:
             pass
         self.process.wait()
+        self.end_descendants()
+
+    def end_descendants(self) -> None:
+        """Its process group, and the processes that left it (setsid), gone."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        end_marked(self.mark)
         group_gone(self.process.pid)
 
     def log_tail(self) -> str:
@@ -216,17 +227,14 @@ def after(
     """What follows a child's end: nothing, or the job of its replacement."""
     child = lane.child
     ended, unit, node = result
-    # the group's stragglers (readers the tests spawned, a resource tracker)
-    try:
-        os.killpg(child.process.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    group_gone(child.process.pid)
+    # the group's stragglers (readers the tests spawned, a resource tracker,
+    # a store program's children, in the group or not)
+    child.end_descendants()
+    outcome.removed += remove_orphans(child.shm_before)
     if ended:
         return None
     if lane.reserved:  # the test it had claimed to run next: for another child
         Path(lane.reserved[1]).unlink(missing_ok=True)
-    outcome.removed += remove_orphans(child.shm_before)
     code = child.process.returncode
     if unit is None:  # died outside any property (at start, on import)
         problem = (

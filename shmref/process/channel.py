@@ -13,7 +13,6 @@ raised.
 from __future__ import annotations
 
 import atexit
-import importlib
 import json
 import os
 import select
@@ -25,20 +24,24 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from shmref.process import PROTOCOL_VERSION
+from shmref.process import segments
 from shmref.process.messages import (
-    CAPABILITIES,
     ProgramCrashed,
     ProgramFailure,
     ProgramTimeout,
     ProtocolError,
     error_from,
+    hello_problem,
     short,
 )
+from shmref.process.stderrtap import StderrTap, stderr_limit
 
 CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
 EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
 TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
+HELLO_TIMEOUT_ENV = "SHMREF_EXEC_HELLO_TIMEOUT"  # seconds the hello may take (default 30)
+MAX_LINE_ENV = "SHMREF_EXEC_MAX_LINE"  # bytes a line may have (default MAX_LINE)
+MAX_LINE = 16 << 20  # bytes of one line, its newline excluded (docs/protocol.md, Limits)
 LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
 
@@ -58,21 +61,34 @@ class Program:
 
     def __init__(self, argv: list[str], spec: str) -> None:
         self.argv, self.spec = argv, spec
-        self.timeout = float(os.environ.get(TIMEOUT_ENV, "60"))
+        self.timeout = env_number(TIMEOUT_ENV, 60.0)
+        self.max_line = int(env_number(MAX_LINE_ENV, MAX_LINE))
         self.lock = threading.RLock()
         self.pending = b""
         self.next_id = 0
         self.generation = 0  # requests that may change state (ring_state caches by it)
         self.dead: str | None = None
-        self.segments: set[str] = set()  # created by its writer rings, not yet closed
+        self.failure: ProgramFailure | None = None
+        self.overflow = ""  # set when its stderr passed the limit
+        self.segments: set[str] = set()  # every /dev/shm entry it created (shmref.process.segments)
         self.log = os.environ.get(LOG_ENV)
+        self.before: frozenset[str] | None = segments.names()
         try:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
             )
         except OSError as exc:
             raise ProgramCrashed(f"{spec}: cannot start {argv[0]!r}: {exc.strerror}") from None
-        self.hello = self.read_hello()
+        assert self.process.stderr is not None
+        StderrTap(self.process.stderr.fileno(), self.too_much_stderr, stderr_limit()).start()
+        try:
+            self.hello = self.read_hello()
+        finally:
+            self.account()
         self.capabilities = frozenset(self.hello["capabilities"])
         self.roles = frozenset(self.hello["roles"])
         self.reader_lock = self.hello["reader_lock"]
@@ -96,24 +112,57 @@ class Program:
                 return f"was killed by signal {-code}"
         return f"exited with code {code}"
 
-    def read_line(self, waiting_for: str) -> dict[str, Any]:
+    def too_much_stderr(self, text: str) -> None:
+        """From the stderr thread: the program is stopped; the request
+        waiting for it (or the next one) fails with `text`."""
+        self.overflow = f"{self.spec}: {text}"
+        if self.process.poll() is None:
+            self.process.kill()
+
+    def account(self) -> None:
+        """What appeared in /dev/shm during the request in flight is the program's."""
+        if self.before is None:
+            return
+        found = segments.created_by(self.process.pid, self.before)
+        self.before = None
+        for name in found:
+            if name not in self.segments:
+                self.segments.add(name)
+                for hook in segments.CREATED_HOOKS:
+                    hook(name)
+
+    def read_line(self, waiting_for: str, timeout: float | None = None) -> dict[str, Any]:
         """The next message; one frame blocks here until it comes (the
-        oracle's watchdog sees a hang as one call that does not return)."""
+        oracle's watchdog sees a hang as one call that does not return). A
+        line longer than the limit is refused as soon as that many bytes came."""
         stdout = self.process.stdout
         assert stdout is not None
-        deadline = time.monotonic() + self.timeout
-        while b"\n" not in self.pending:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        searched = 0  # bytes of `pending` known to hold no newline
+        while b"\n" not in self.pending[searched:]:
+            searched = len(self.pending)
+            if searched > self.max_line:
+                self.fail(
+                    ProtocolError(
+                        f"{self.spec}: a line longer than {self.max_line} bytes (the limit, "
+                        f"{MAX_LINE_ENV}) while the oracle waited for {waiting_for}: "
+                        f"{short(self.pending)}"
+                    )
+                )
             left = deadline - time.monotonic()
             ready = select.select([stdout], [], [], max(left, 0))[0] if left > 0 else []
             if not ready:
                 self.fail(
                     ProgramTimeout(
-                        f"{self.spec}: no answer within {self.timeout:g} s "
+                        f"{self.spec}: no answer within "
+                        f"{self.timeout if timeout is None else timeout:g} s "
                         f"(waiting for {waiting_for})"
                     )
                 )
-            chunk = os.read(stdout.fileno(), 65536)
+            chunk = os.read(stdout.fileno(), 1 << 20)
             if not chunk:
+                if self.overflow:
+                    self.fail(ProtocolError(self.overflow))
                 try:
                     self.process.wait(timeout=1)
                 except subprocess.TimeoutExpired:
@@ -127,6 +176,13 @@ class Program:
                 )
             self.pending += chunk
         line, _, self.pending = self.pending.partition(b"\n")
+        if len(line) > self.max_line:
+            self.fail(
+                ProtocolError(
+                    f"{self.spec}: a line longer than {self.max_line} bytes (the limit, "
+                    f"{MAX_LINE_ENV}) while the oracle waited for {waiting_for}: {short(line)}"
+                )
+            )
         try:
             message = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -144,6 +200,8 @@ class Program:
         try:
             stdin.write((json.dumps(message, allow_nan=False) + "\n").encode("utf-8"))
         except OSError:
+            if self.overflow:
+                self.fail(ProtocolError(self.overflow))
             self.fail(
                 ProgramCrashed(
                     f"{self.spec}: the program {self.exit_text()} before request "
@@ -154,7 +212,7 @@ class Program:
     # -- the conversation ------------------------------------------------------------------
 
     def read_hello(self) -> dict[str, Any]:
-        hello = self.read_line("its hello")
+        hello = self.read_line("its hello", env_number(HELLO_TIMEOUT_ENV, 30.0))
         problem = hello_problem(hello)
         if problem:
             self.fail(
@@ -181,48 +239,58 @@ class Program:
             if target is not None:
                 message["object"] = target
             message.update(arguments)
-            self.send(message)
-            waiting = f"the reply to request {rid} ({op})"
-            while True:
-                got = self.read_line(waiting)
-                kind = got["type"]
-                if got.get("in_reply_to") != rid or kind not in ("reply", "callback"):
-                    self.fail(
-                        ProtocolError(
-                            f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}"
-                        )
+            self.before = segments.names()
+            try:
+                self.send(message)
+                return self.converse(rid, op, callback)
+            finally:
+                self.account()
+
+    def converse(
+        self, rid: int, op: str, callback: Callable[[dict[str, Any]], Any] | None
+    ) -> Any:
+        """The lines after request `rid`: callbacks answered, then its reply."""
+        waiting = f"the reply to request {rid} ({op})"
+        while True:
+            got = self.read_line(waiting)
+            kind = got["type"]
+            if got.get("in_reply_to") != rid or kind not in ("reply", "callback"):
+                self.fail(
+                    ProtocolError(
+                        f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}"
                     )
-                if kind == "callback":
-                    self.answer(rid, got, callback, waiting)
-                    continue
-                if ("result" in got) == ("error" in got) or set(got) - {
-                    "type",
-                    "in_reply_to",
-                    "result",
-                    "error",
-                }:
+                )
+            if kind == "callback":
+                self.answer(rid, got, callback, waiting)
+                continue
+            if ("result" in got) == ("error" in got) or set(got) - {
+                "type",
+                "in_reply_to",
+                "result",
+                "error",
+            }:
+                self.fail(
+                    ProtocolError(
+                        f"{self.spec}: a reply needs exactly one of result or error: "
+                        f"{short(json.dumps(got))}"
+                    )
+                )
+            if "error" in got:
+                error = got["error"]
+                if not (
+                    isinstance(error, dict)
+                    and isinstance(error.get("kind"), str)
+                    and error["kind"].isidentifier()
+                    and isinstance(error.get("message"), str)
+                ):
                     self.fail(
                         ProtocolError(
-                            f"{self.spec}: a reply needs exactly one of result or error: "
+                            f"{self.spec}: an error must be {{kind, message}}: "
                             f"{short(json.dumps(got))}"
                         )
                     )
-                if "error" in got:
-                    error = got["error"]
-                    if not (
-                        isinstance(error, dict)
-                        and isinstance(error.get("kind"), str)
-                        and error["kind"].isidentifier()
-                        and isinstance(error.get("message"), str)
-                    ):
-                        self.fail(
-                            ProtocolError(
-                                f"{self.spec}: an error must be {{kind, message}}: "
-                                f"{short(json.dumps(got))}"
-                            )
-                        )
-                    raise error_from(error)
-                return got["result"]
+                raise error_from(error)
+            return got["result"]
 
     def answer(
         self,
@@ -253,7 +321,7 @@ class Program:
     def fail(self, failure: ProgramFailure) -> NoReturn:
         """Stop the program and report: in the oracle's worker, one line and
         an exit whose code is the status; elsewhere, raise."""
-        self.dead = str(failure)
+        self.dead, self.failure = str(failure), failure
         self.kill()
         if in_oracle_worker():
             code = {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
@@ -271,19 +339,13 @@ class Program:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.account()  # what it made in the request it died in
         self.unlink()
 
     def unlink(self) -> None:
-        """Remove the segments a dead program created and did not close."""
-        try:
-            shm_unlink = importlib.import_module("_posixshmem").shm_unlink
-        except ImportError:  # no POSIX shared memory: nothing to remove
-            return
+        """Remove what the program created in /dev/shm and left there."""
         for name in sorted(self.segments):
-            try:
-                shm_unlink("/" + name.lstrip("/"))
-            except OSError:
-                pass
+            segments.unlink(name)
         self.segments.clear()
 
     def close(self) -> None:
@@ -301,24 +363,13 @@ class Program:
         self.kill()
 
 
-def hello_problem(hello: dict[str, Any]) -> str:
-    """What is wrong with a hello (empty: nothing)."""
-    if hello.get("type") != "hello":
-        return "the first line must be the hello"
-    if hello.get("protocol") != PROTOCOL_VERSION:
-        return f"protocol {hello.get('protocol')!r}, the oracle speaks {PROTOCOL_VERSION}"
-    roles, caps = hello.get("roles"), hello.get("capabilities")
-    if not isinstance(roles, list) or not roles or not set(roles) <= {"writer", "reader"}:
-        return "roles must be a non-empty list of 'writer', 'reader'"
-    if not isinstance(caps, list) or not set(caps) <= set(CAPABILITIES):
-        unknown = sorted(set(caps) - set(CAPABILITIES)) if isinstance(caps, list) else caps
-        return f"unknown capabilities {unknown}"
-    if hello.get("reader_lock") not in ("oracle", "own"):
-        return "reader_lock must be 'oracle' or 'own'"
-    if not isinstance(hello.get("name"), str):
-        return "name must be a string"
-    extra = set(hello) - {"type", "protocol", "name", "roles", "capabilities", "reader_lock"}
-    return f"unknown fields {sorted(extra)}" if extra else ""
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment, else `default`."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if 0 < value < float("inf") else default
 
 
 _PROGRAMS: dict[tuple[int, str], Program] = {}

@@ -95,7 +95,6 @@ class ProxyRing:
         self._closed = True
         try:
             self._call("close")
-            self._prog.segments.discard(self._handle[1])
         finally:
             if self._segment is not None:
                 with suppress(BufferError, OSError):

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from shmref.process import segments
+
 _created: dict[str, str] = {}  # name -> the test that created it (`owner` then)
 owner = "(outside any test)"  # the running test's node id, set by the hook below
 _original_init = shared_memory.SharedMemory.__init__
@@ -34,9 +36,18 @@ def _recording_init(
             _created.setdefault(self._name, owner)
 
 
+def _program_created(name: str) -> None:
+    """A store program behind the process protocol created `name` (found by
+    shmref.process.segments): charged to the running test, as our own are."""
+    _created.setdefault(name, owner)
+
+
 def start() -> None:
-    """Record every segment this process creates from now on (idempotent)."""
+    """Record every segment this process, or a store program it talks to,
+    creates from now on (idempotent)."""
     shared_memory.SharedMemory.__init__ = _recording_init  # type: ignore[method-assign]
+    if _program_created not in segments.CREATED_HOOKS:
+        segments.CREATED_HOOKS.append(_program_created)
 
 
 def created() -> set[str]:
