@@ -47,23 +47,27 @@ from typing import NoReturn
 
 from shmref.core import tables
 from shmref.core.paths import checkout
-from shmref.oracle.hazards import HAZARDS, hazard_check, hazard_trace
+from shmref.oracle.contractcheck import run_check
+from shmref.oracle.hazards import HAZARDS, Hazard, hazard_trace
+from shmref.oracle.report import Report
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_SHRINK_BUDGET,
     DEFAULT_TIMEOUT,
     QUICK_SHRINK_BUDGET,
-    load_checked,
+    gate_report,
     run,
 )
 from shmref.oracle.verdict import (
     ASSUMPTION,
+    BAD,
+    FAIL,
     LEVELS,
     NOT_RUN,
     PASS,
+    PROTOCOL,
 )
 from shmref.render.html import PAGE
-from shmref.seed.impl import load_impl
 from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
 
@@ -262,48 +266,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(pairs_line(args.writer, args.readers, *locks))
     if not args.impl:
         parser.error("--impl MODULE is required")
-    found, problem = load_checked(args.impl)
-    if found is None:
-        print(problem, file=sys.stderr)
-        return 2
-    name = found["name"]
+    hazards = {h.model: h for h in HAZARDS}
+    if args.hazard and args.hazard not in hazards:
+        parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
     if args.hazard:
-        impl = load_impl(args.impl)
-        hazards = {h.model: h for h in HAZARDS}
-        if args.hazard not in hazards:
-            parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
-        hazard = hazards[args.hazard]
-        trace, source = hazard_trace(hazard.model)
-        if trace is None:
-            print(source)
-            return 2
-        check, replay = hazard_check(name, impl, hazard, trace, source)
-        print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}")
-        if replay is not None:
-            print(replay.table())
-        elif check.failures:
-            print(check.failures[0]["trace"])
-        print(f"{check.status.upper()}: {check.detail}")
-        return 0 if check.status in (PASS, ASSUMPTION) else 1
+        args.level = [PROTOCOL]
+    levels = tuple(args.level or LEVELS)
+    stop_as_on_ctrl_c()
+    try:
+        checked = run_check(args.impl, args.call_timeout, hello_timeout())
+    except KeyboardInterrupt:
+        print(
+            "shmref: interrupted during the contract check; its processes stopped", file=sys.stderr
+        )
+        return 130
+    if checked.found is None:
+        print(checked.problem, file=sys.stderr)
+        return 2
+    name = checked.found["name"]
     folder = re.sub(r"[^\w.:=+-]+", "_", name).strip("_")  # exec: and mixed: names
     out = (args.out or default_out(folder)).resolve()
     problem = unwritable(out)
     if problem:
         print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)
         return 2
-    stop_as_on_ctrl_c()
+    gate = checked.check
+    if gate is not None and gate.status in BAD and gate.status != FAIL:
+        report = gate_report(name, out, args.quick, levels, gate)
+        print(f"{gate.name}: {gate.status}: {gate.detail}", file=sys.stderr)
+        return finish(report, out)
+    source = ""
+    if args.hazard:
+        trace, source = hazard_trace(args.hazard)
+        if trace is None:
+            print(source)
+            return 2
     try:
         report = run(
             name,
             out,
             args.quick,
-            tuple(args.level or LEVELS),
+            levels,
             baseline=not args.no_baseline,
             shrink=not args.no_shrink,
             all_groups=args.all_groups,
             timeout=args.timeout,
             call_timeout=args.call_timeout,
-            impl_root=found.get("root") or "",
+            impl_root=checked.found.get("root") or "",
             workers=args.workers,
             shrink_budget=(
                 args.shrink_budget
@@ -312,11 +321,39 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.quick
                 else DEFAULT_SHRINK_BUDGET
             ),
-            progress=not args.no_progress,
+            progress=not args.no_progress and not args.hazard,
+            first=[gate] if gate is not None else [],
+            only_hazard=args.hazard,
         )
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
         return 130
+    if args.hazard:
+        return hazard_said(report, hazards[args.hazard], source, out)
+    return finish(report, out)
+
+
+def hello_timeout() -> float:
+    from shmref.process.channel import HELLO_TIMEOUT_ENV, env_number
+
+    return env_number(HELLO_TIMEOUT_ENV, 30.0)
+
+
+def hazard_said(report: Report, hazard: Hazard, source: str, out: Path) -> int:
+    """`--hazard`: the replay's table and status (the report has them too)."""
+    print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}")
+    check = next((c for c in report.checks if c.name == f"hazard {hazard.model}"), None)
+    if check is None:  # the run's own problem (a process that died outside the replay)
+        check = next(c for c in report.checks if c.status in BAD)
+    if check.failures:
+        print(check.failures[0]["trace"])
+    print(f"{check.status.upper()}: {check.detail}")
+    print(f"report: {out / 'conformance.md'}")
+    return 0 if check.status in (PASS, ASSUMPTION) else 1
+
+
+def finish(report: Report, out: Path) -> int:
+    """The levels' table, where the report is, and the exit status."""
     rows = []
     for level in report.levels:
         not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)

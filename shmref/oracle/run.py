@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -17,7 +16,7 @@ from typing import Any
 from shmref import tlc
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.hazards import HAZARDS, hazard_trace
-from shmref.oracle.isolation import child_env, run_isolated, signal_text
+from shmref.oracle.isolation import run_isolated
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
 from shmref.oracle.testgroups import (
@@ -30,6 +29,7 @@ from shmref.oracle.validation import isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import (
     ERROR,
     LEVELS,
+    NOT_RUN,
     PROTOCOL,
     Check,
     impl_arg,
@@ -95,6 +95,8 @@ def run(
     workers: int | None = None,
     shrink_budget: float = DEFAULT_SHRINK_BUDGET,
     progress: bool = True,
+    first: Sequence[Check] = (),
+    only_hazard: str | None = None,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -102,29 +104,32 @@ def run(
     `shrink` False: failing examples are not shrunk (verdicts only);
     `workers` children share the work (default: one per core), each
     shrinking for at most `shrink_budget` seconds in all; `progress`: what
-    runs is said on stderr (shmref.oracle.progress)."""
+    runs is said on stderr (shmref.oracle.progress); `first`: checks
+    already made (the contract check's, when it did not pass);
+    `only_hazard`: that hazard's replay and nothing else (`--hazard`)."""
     started = time.monotonic()
     fresh(out)
-    groups = selected_groups(quick, levels, all_groups)
+    groups = [] if only_hazard else selected_groups(quick, levels, all_groups)
     not_run = [NOT_RUN_GROUPS] + [
         g.select for g in TEST_GROUPS if g not in groups and g.level in levels
     ]
     seed_run: SeedBaseline | None = None
     seed_problem = ""
-    if baseline and name != "shmref_seed":
+    if baseline and name != "shmref_seed" and not only_hazard:
         seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout, workers)
         try:
             seed_run.start()
         except SeedError as exc:
             seed_run, seed_problem = None, str(exc)
     protocol = PROTOCOL in levels
+    hazards = [h for h in HAZARDS if only_hazard in (None, h.model)] if protocol else []
     no_tlc = tlc.unavailable()
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
 
     def fetch_traces() -> None:
         """TLC (no shared memory) warms the hazards' cache while the child works."""
-        for hazard in HAZARDS if not no_tlc else ():
+        for hazard in hazards if not no_tlc else ():
             try:
                 hazard_trace(hazard.model, run_missing=not quick or hazard.quick)
             except tlc.TlcError:
@@ -136,7 +141,7 @@ def run(
     profile = profiles.for_run(quick, shrink)
     recordings: list[dict[str, Any]] = [
         {"path": str(out / f"recording-{seed}.json"), "steps": 150 if quick else 300, "seed": seed}
-        for seed in (((1,) if quick else (1, 2)) if protocol else ())
+        for seed in (((1,) if quick else (1, 2)) if protocol and not only_hazard else ())
     ]
     for item in recordings:
         Path(item["path"]).unlink(missing_ok=True)
@@ -148,12 +153,12 @@ def run(
         "levels": list(levels),
         "groups": [g.label for g in groups],
         "recordings": recordings,
-        "hazards": [h.model for h in HAZARDS] if protocol else [],
+        "hazards": [h.model for h in hazards],
         "run_missing": not quick,
         "shrink_budget": shrink_budget,
     }
     others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
-    others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in HAZARDS if protocol})
+    others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in hazards})
     bar = Progress(sys.stderr, others) if progress else None
     early: list[threading.Thread] = []
 
@@ -181,7 +186,7 @@ def run(
     if protocol:
         fetcher.join()
 
-    checks: list[Check] = [
+    checks: list[Check] = [*first] + [
         Check(levels[0], "the run", "the implementation's processes", ERROR, detail=problem)
         for problem in outcome.problems
     ]
@@ -232,21 +237,21 @@ def run(
     return report
 
 
-def load_checked(module: str) -> tuple[dict[str, str] | None, str]:
-    """What a child process found of `module` (its name and import root), or
-    None and one line saying why it cannot be judged. The import happens in
-    the child: a module that crashes on import does not take the oracle down."""
-    found = subprocess.run(
-        [sys.executable, "-m", "shmref.oracle.worker", "--check", module],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-        timeout=600,
+def gate_report(name: str, out: Path, quick: bool, levels: Sequence[str], check: Check) -> Report:
+    """The report of a run that ended at the contract check (its status:
+    ERROR, CRASH, TIMEOUT): that property, and nothing else run."""
+    fresh(out)
+    run_levels = tuple(level for level in LEVELS if level in levels)
+    check.level = run_levels[0]
+    why = f"{check.name} ended {check.status}"
+    others = [
+        Check(level, "every property", "the level's properties", NOT_RUN, detail=why)
+        for level in run_levels[1:]
+    ]
+    report = Report(
+        name, quick, [check, *others], 0.0, [f"every other property: {why}"], run_levels
     )
-    lines = found.stdout.strip().splitlines()
-    if found.returncode == 0 and lines:
-        answer: dict[str, str] = json.loads(lines[-1])
-        return (None, answer["problem"]) if answer.get("problem") else (answer, "")
-    tail = (found.stderr.strip().splitlines() or [""])[-1]
-    return None, f"{module}: importing it {signal_text(found.returncode)}: {tail}".rstrip(": ")
+    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
+    write_atomically(out / "conformance.md", report.markdown(out))
+    write_report(out)
+    return report

@@ -71,6 +71,7 @@ class Program:
         self.failure: ProgramFailure | None = None
         self.overflow = ""  # set when its stderr passed the limit
         self.segments: set[str] = set()  # every /dev/shm entry it created (shmref.process.segments)
+        self.removed: list[str] = []  # those it left, removed when it ended
         self.log = os.environ.get(LOG_ENV)
         self.before: frozenset[str] | None = segments.names()
         try:
@@ -246,9 +247,7 @@ class Program:
             finally:
                 self.account()
 
-    def converse(
-        self, rid: int, op: str, callback: Callable[[dict[str, Any]], Any] | None
-    ) -> Any:
+    def converse(self, rid: int, op: str, callback: Callable[[dict[str, Any]], Any] | None) -> Any:
         """The lines after request `rid`: callbacks answered, then its reply."""
         waiting = f"the reply to request {rid} ({op})"
         while True:
@@ -256,9 +255,7 @@ class Program:
             kind = got["type"]
             if got.get("in_reply_to") != rid or kind not in ("reply", "callback"):
                 self.fail(
-                    ProtocolError(
-                        f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}"
-                    )
+                    ProtocolError(f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}")
                 )
             if kind == "callback":
                 self.answer(rid, got, callback, waiting)
@@ -345,7 +342,8 @@ class Program:
     def unlink(self) -> None:
         """Remove what the program created in /dev/shm and left there."""
         for name in sorted(self.segments):
-            segments.unlink(name)
+            if segments.unlink(name):
+                self.removed.append(name)
         self.segments.clear()
 
     def close(self) -> None:
@@ -385,3 +383,19 @@ def program(spec: str, argv: list[str]) -> Program:
         if found is None or found.dead:
             found = _PROGRAMS[key] = Program(argv, spec)
         return found
+
+
+def failures() -> list[ProgramFailure]:
+    """How the programs this process started failed, oldest first."""
+    return [p.failure for p in _PROGRAMS.values() if p.failure is not None]
+
+
+def removed() -> list[str]:
+    """What the programs this process started left in /dev/shm (removed)."""
+    return sorted({name for p in _PROGRAMS.values() for name in p.removed})
+
+
+def close_all() -> None:
+    """EOF to every program this process started (each exits or is killed)."""
+    for started in list(_PROGRAMS.values()):
+        started.close()
