@@ -272,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.hazard:
         args.level = [PROTOCOL]
     levels = tuple(args.level or LEVELS)
+    if args.out:  # no report of an earlier run stands there, whatever happens now
+        forget_reports(args.out)
     stop_as_on_ctrl_c()
     try:
         checked = run_check(args.impl, args.call_timeout, hello_timeout())
@@ -331,6 +333,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.hazard:
         return hazard_said(report, hazards[args.hazard], source, out)
     return finish(report, out)
+
+
+def forget_reports(out: Path) -> None:
+    """An earlier run's report in `out` removed (it must not pass for this run's)."""
+    for stale in ("conformance.json", "conformance.md", PAGE):
+        try:
+            (out / stale).unlink(missing_ok=True)
+        except OSError:
+            pass  # unwritable: said when the report is written
 
 
 def hello_timeout() -> float:

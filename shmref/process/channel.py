@@ -44,6 +44,7 @@ MAX_LINE_ENV = "SHMREF_EXEC_MAX_LINE"  # bytes a line may have (default MAX_LINE
 MAX_LINE = 16 << 20  # bytes of one line, its newline excluded (docs/protocol.md, Limits)
 LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
+POLL = 0.25  # seconds between looks at a program that says nothing
 
 
 def in_oracle_worker() -> bool:
@@ -63,6 +64,7 @@ class Program:
         self.argv, self.spec = argv, spec
         self.timeout = env_number(TIMEOUT_ENV, 60.0)
         self.max_line = int(env_number(MAX_LINE_ENV, MAX_LINE))
+        self.waited = self.timeout  # the limit of the read in progress (its message says it)
         self.lock = threading.RLock()
         self.pending = b""
         self.next_id = 0
@@ -132,13 +134,35 @@ class Program:
                 for hook in segments.CREATED_HOOKS:
                     hook(name)
 
+    def next_chunk(self, deadline: float, waiting_for: str) -> bytes:
+        """What the program wrote next on stdout; b"" once it is gone (its
+        stdout closed, or it exited and nothing more comes: a child of its
+        may hold the pipe open). A stderr past the limit, or no byte before
+        `deadline`, fails here."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        while True:
+            if self.overflow:
+                self.fail(ProtocolError(self.overflow))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail(
+                    ProgramTimeout(
+                        f"{self.spec}: no answer within {self.waited:g} s "
+                        f"(waiting for {waiting_for})"
+                    )
+                )
+            if select.select([stdout], [], [], min(left, POLL))[0]:
+                return os.read(stdout.fileno(), 1 << 20)
+            if self.process.poll() is not None and not select.select([stdout], [], [], POLL)[0]:
+                return b""  # exited, and its last words (if any) were read
+
     def read_line(self, waiting_for: str, timeout: float | None = None) -> dict[str, Any]:
         """The next message; one frame blocks here until it comes (the
         oracle's watchdog sees a hang as one call that does not return). A
         line longer than the limit is refused as soon as that many bytes came."""
-        stdout = self.process.stdout
-        assert stdout is not None
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        self.waited = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + self.waited
         searched = 0  # bytes of `pending` known to hold no newline
         while b"\n" not in self.pending[searched:]:
             searched = len(self.pending)
@@ -150,21 +174,11 @@ class Program:
                         f"{short(self.pending)}"
                     )
                 )
-            left = deadline - time.monotonic()
-            ready = select.select([stdout], [], [], max(left, 0))[0] if left > 0 else []
-            if not ready:
-                self.fail(
-                    ProgramTimeout(
-                        f"{self.spec}: no answer within "
-                        f"{self.timeout if timeout is None else timeout:g} s "
-                        f"(waiting for {waiting_for})"
-                    )
-                )
-            chunk = os.read(stdout.fileno(), 1 << 20)
+            chunk = self.next_chunk(deadline, waiting_for)
+            if not chunk and self.overflow:  # stopped for its stderr
+                self.fail(ProtocolError(self.overflow))
             if not chunk:
-                if self.overflow:
-                    self.fail(ProtocolError(self.overflow))
-                try:
+                try:  # its exit status, if it is exiting
                     self.process.wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     pass
@@ -185,8 +199,16 @@ class Program:
                 )
             )
         try:
-            message = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.fail(
+                ProtocolError(
+                    f"{self.spec}: a line that is not UTF-8 (byte {exc.start}): {short(line)}"
+                )
+            )
+        try:
+            message = json.loads(text)
+        except ValueError:
             self.fail(ProtocolError(f"{self.spec}: a line that is not JSON: {short(line)}"))
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             self.fail(ProtocolError(f"{self.spec}: a message with no type: {short(line)}"))

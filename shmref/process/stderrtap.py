@@ -20,12 +20,14 @@ def stderr_limit() -> int:
 
 
 class StderrTap(threading.Thread):
-    """Drains one pipe; calls `over(text)` once when the limit is passed."""
+    """Drains one pipe until it closes; calls `over(text)` once when the
+    limit is passed (what comes after is read and dropped)."""
 
     def __init__(self, fd: int, over: Callable[[str], None], limit: int) -> None:
         super().__init__(daemon=True, name="shmref-program-stderr")
         self.fd, self.over, self.limit = fd, over, limit
         self.kept = 0
+        self.told = False
 
     def run(self) -> None:
         while True:
@@ -39,12 +41,14 @@ class StderrTap(threading.Thread):
             if room > 0:
                 self.forward(chunk[:room])
             self.kept += len(chunk)
-            if self.kept > self.limit:
+            if self.kept > self.limit and not self.told:
+                self.told = True
                 self.over(
                     f"the program wrote more than {self.limit} bytes on stderr "
                     f"(the limit of what the oracle keeps, {STDERR_ENV})"
                 )
-                return
+            # past the limit nothing is kept, but the pipe is still drained:
+            # a child of the program blocked on it would never exit
 
     @staticmethod
     def forward(data: bytes) -> None:

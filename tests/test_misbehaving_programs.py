@@ -1,0 +1,157 @@
+"""The oracle on store programs that misbehave (tests/programs/misbehaving_store.py),
+each at its first request (early: the contract check) and at its first data
+call (late: the first `put`, in a test): each ends the oracle by itself
+within 120 s, with exit 1 and a fresh report whose property names the bad
+line or the limit (exit 2 only for a program that sends no hello), no
+process of the program alive and nothing new in /dev/shm. And the seed's
+own code behind the protocol leaves nothing and reports its constructor's
+leak as the seed does in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shmref.oracle.shmclean import orphans, shm_names
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAM = REPO / "tests" / "programs" / "misbehaving_store.py"
+SEED_PROGRAM = REPO / "tests" / "programs" / "seed_store.py"
+LIMIT = 120.0  # seconds the oracle may take on any of them (issue 41)
+GROUP = pytest.mark.xdist_group("conformance")
+
+# kind: (status, words of its detail early, late)
+GALLERY: dict[str, tuple[str, str, str]] = {
+    "flood": ("ERROR", "a line longer than 16777216 bytes (the limit", ""),
+    "unsolicited": ("ERROR", 'got \'{"type": "log"', ""),
+    "bad_json": ("ERROR", "a line that is not JSON: '{not json'", ""),
+    "bad_utf8": ("ERROR", "a line that is not UTF-8 (byte ", ""),
+    "wrong_id": ("ERROR", "expected the reply to request 1 (create_ring), got", "(put), got"),
+    "stubborn": ("TIMEOUT", "no answer within 5 s", "did not return within 5 s"),
+    "setsid": ("TIMEOUT", "no answer within 5 s", "did not return within 5 s"),
+    "leak": ("CRASH", "the program exited with code 3", ""),
+    "stderr_flood": ("ERROR", "wrote more than 1048576 bytes on stderr", ""),
+}
+QUICK = {("bad_json", "early"), ("wrong_id", "early")}  # the rest: slow
+
+
+def alive(needle: str) -> list[str]:
+    """Live processes whose command line holds `needle`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                if needle.encode() in file.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def oracle(out: Path, impl: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """One run of the oracle, held to what every run owes: an end of its own
+    within LIMIT, no traceback, nothing of the program left."""
+    before = shm_names()
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "shmref.conformance", "--impl", impl, "--no-baseline"]
+        + ["--out", str(out), "--call-timeout", "5", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        timeout=LIMIT + 60,
+    )
+    seconds = time.monotonic() - started
+    assert seconds < LIMIT, (seconds, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert alive(impl.removeprefix("exec:").replace(" ", "\0")) == []
+    assert orphans(before, settle=2.0) == []
+    return proc, seconds
+
+
+def checks(out: Path) -> list[dict[str, Any]]:
+    report = json.loads((out / "conformance.json").read_text())
+    return [c for level in report["levels"].values() for c in level["checks"]]
+
+
+CASES = [
+    pytest.param(kind, when, marks=[GROUP] + ([] if (kind, when) in QUICK else [pytest.mark.slow]))
+    for kind in GALLERY
+    for when in ("early", "late")
+]
+
+
+@pytest.mark.parametrize(("kind", "when"), CASES)
+def test_a_misbehaving_program_gets_its_status(tmp_path: Path, kind: str, when: str) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "conformance.json").write_text('{"impl": "an earlier run"}')  # stale: must go
+    status, early, late = GALLERY[kind]
+    says = late if when == "late" and late else early
+    impl = f"exec:python3 {PROGRAM} {kind} {when}"
+    args = ("--quick",) if when == "early" else ("--quick", "--level", "hardened")
+    proc, _ = oracle(out, impl, *args)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = checks(out)
+    hit = [c for c in found if c["status"] == status and says in c["detail"]]
+    assert hit, [(c["name"], c["status"], c["detail"][:200]) for c in found if c["detail"]]
+    if when == "early":
+        assert [c["name"] for c in hit] == ["the contract check"]
+        assert f"the contract check: {status}: " in proc.stderr
+    else:
+        assert all(c["name"] != "the contract check" for c in found)
+
+
+@pytest.mark.slow
+@GROUP
+def test_a_program_without_hello_is_exit_2_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "conformance.json").write_text('{"impl": "an earlier run"}')
+    impl = f"exec:python3 {PROGRAM} no_hello"
+    proc, seconds = oracle(out, impl, "--quick")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no answer within 30 s (waiting for its hello)" in lines[0], lines
+    assert not (out / "conformance.json").exists()  # the stale report is gone
+    assert seconds >= 30
+
+
+@pytest.mark.slow
+@pytest.mark.tlc
+@GROUP
+def test_hazard_on_a_program_that_breaks_the_protocol_writes_the_report(tmp_path: Path) -> None:
+    impl = f"exec:python3 {PROGRAM} bad_json late"
+    proc, _ = oracle(tmp_path, impl, "--hazard", "MCLostReader")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ERROR:" in proc.stdout and "a line that is not JSON" in proc.stdout
+    [check] = [c for c in checks(tmp_path) if c["name"] == "hazard MCLostReader"]
+    assert check["status"] == "ERROR" and "a line that is not JSON: '{not json'" in check["detail"]
+
+
+LEAKING_TEST = "test_ring.py::TestBadInput::test_bad_buffer_sizes"
+
+
+@pytest.mark.slow
+@GROUP
+def test_the_seed_behind_the_protocol_leaves_nothing_and_reports_its_leak(
+    tmp_path: Path,
+) -> None:
+    """The seed's ring constructor creates its segment, then raises TypeError
+    for a size of 2.0: in-process the leak guard reports it; behind the
+    protocol the oracle finds it in /dev/shm, reports it the same way, and
+    removes it."""
+    impl = f"exec:python3 {SEED_PROGRAM}"
+    proc, _ = oracle(tmp_path, impl, "--quick", "--level", "hardened")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [check] = [c for c in checks(tmp_path) if c["name"] == LEAKING_TEST]
+    assert check["status"] == "FAIL"
+    assert "test leaked shared-memory segments" in json.dumps(check), check
