@@ -340,8 +340,11 @@ class Program:
     def fail(self, failure: ProgramFailure) -> NoReturn:
         """Stop the program and report: in the oracle's worker, one line and
         an exit whose code is the status; elsewhere, raise."""
-        self.dead, self.failure = str(failure), failure
         self.kill()
+        if self.removed:  # said with the failure: the property's leak
+            names = ", ".join(sorted(self.removed))
+            failure = type(failure)(f"{failure}; left in /dev/shm (removed): {names}")
+        self.dead, self.failure = str(failure), failure
         if in_oracle_worker():
             code = {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
             line = f"shmref.process: {failure.status}: {failure}"
