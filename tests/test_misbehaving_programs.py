@@ -154,4 +154,6 @@ def test_the_seed_behind_the_protocol_leaves_nothing_and_reports_its_leak(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [check] = [c for c in checks(tmp_path) if c["name"] == LEAKING_TEST]
     assert check["status"] == "FAIL"
-    assert "test leaked shared-memory segments" in json.dumps(check), check
+    [leak] = [f["trace"] for f in check["failures"] if "leaked" in f["trace"]]
+    assert leak.startswith("Failed: test leaked shared-memory segments: /psm_"), leak
+    assert leak.endswith(" (removed)"), leak

@@ -65,6 +65,8 @@ class Program:
         self.timeout = env_number(TIMEOUT_ENV, 60.0)
         self.max_line = int(env_number(MAX_LINE_ENV, MAX_LINE))
         self.waited = self.timeout  # the limit of the read in progress (its message says it)
+        self.in_flight = 0  # requests of this thread not yet answered (nested: a finalizer's)
+        self.deferred: list[str] = []  # objects a finalizer closed during a request
         self.lock = threading.RLock()
         self.pending = b""
         self.next_id = 0
@@ -263,11 +265,34 @@ class Program:
                 message["object"] = target
             message.update(arguments)
             self.before = segments.names()
+            self.in_flight += 1
             try:
                 self.send(message)
                 return self.converse(rid, op, callback)
             finally:
+                self.in_flight -= 1
                 self.account()
+                if not self.in_flight:
+                    self.send_deferred()
+
+    def close_later(self, target: str) -> None:
+        """`close` from a finalizer: sent now, or once the request in flight
+        in this thread is answered (the garbage collector may run a
+        finalizer in the middle of one: a request sent then would take its
+        reply)."""
+        with self.lock:
+            if self.in_flight:
+                self.deferred.append(target)
+                return
+            self.request("close", target)
+
+    def send_deferred(self) -> None:
+        while self.deferred and not self.dead:
+            target = self.deferred.pop(0)
+            try:
+                self.request("close", target)
+            except Exception:  # a finalizer's close: its error has no caller
+                pass
 
     def converse(self, rid: int, op: str, callback: Callable[[dict[str, Any]], Any] | None) -> Any:
         """The lines after request `rid`: callbacks answered, then its reply."""

@@ -163,9 +163,10 @@ class ProxyRing:
         """A ring dropped without close() is closed, as the seed's __del__ closes
         it (a writer's segment is then removed: no leak); at interpreter exit
         the program may be gone already, which is no error of the store's."""
-        if hasattr(self, "_closed"):
+        if hasattr(self, "_closed") and not self._closed:
+            self._closed = True
             with suppress(Exception):
-                self.close()
+                self._prog.close_later(self._id)
         if getattr(self, "_segment", None) is not None:
             with suppress(BufferError, OSError):
                 self._segment.close()

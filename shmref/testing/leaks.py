@@ -38,8 +38,9 @@ def _recording_init(
 
 def _program_created(name: str) -> None:
     """A store program behind the process protocol created `name` (found by
-    shmref.process.segments): charged to the running test, as our own are."""
-    _created.setdefault(name, owner)
+    shmref.process.segments): charged to the running test, as our own are,
+    named as SharedMemory names them (a leading slash)."""
+    _created.setdefault("/" + name.lstrip("/"), owner)
 
 
 def start() -> None:
