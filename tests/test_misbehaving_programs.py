@@ -232,3 +232,17 @@ def test_a_child_that_left_the_session_is_found_by_its_mark() -> None:
     assert carrying(mark)
     assert end_marked(mark)
     assert carrying(mark) == []
+
+
+def test_the_conformance_page_names_the_assumptions_the_oracle_reports() -> None:
+    """Only hazards no implementation can close are `assumption`; MCIdWrap is
+    closable: the seed fails it (its snapshot says so), refimpl passes."""
+    from shmref.oracle.hazards import HAZARDS
+
+    text = (REPO / "docs" / "conformance.md").read_text()
+    unclosable = [h.model for h in HAZARDS if not h.closable]
+    assert unclosable == ["MCLostReader"]
+    assert "One hazard is reported as `assumption`" in text and "`MCLostReader`" in text
+    snapshot = json.loads((REPO / "docs" / "seed-conformance.json").read_text())
+    [safe] = [level for level in snapshot["levels"] if level["level"] == "protocol-safe"]
+    assert "hazard MCIdWrap" in safe["failing"] and safe["assumptions"] == ["hazard MCLostReader"]
