@@ -15,8 +15,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -25,10 +23,10 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from shmref.process import segments
+from shmref.process.lines import MAX_LINE, MAX_LINE_ENV, Lines, env_number
 from shmref.process.messages import (
     ProgramCrashed,
     ProgramFailure,
-    ProgramTimeout,
     ProtocolError,
     error_from,
     hello_problem,
@@ -36,15 +34,14 @@ from shmref.process.messages import (
 )
 from shmref.process.stderrtap import StderrTap, stderr_limit
 
+__all__ = ["MAX_LINE", "MAX_LINE_ENV", "Program", "env_number", "program"]
+
 CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
 EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
 TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
 HELLO_TIMEOUT_ENV = "SHMREF_EXEC_HELLO_TIMEOUT"  # seconds the hello may take (default 30)
-MAX_LINE_ENV = "SHMREF_EXEC_MAX_LINE"  # bytes a line may have (default MAX_LINE)
-MAX_LINE = 16 << 20  # bytes of one line, its newline excluded (docs/protocol.md, Limits)
 LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
-POLL = 0.25  # seconds between looks at a program that says nothing
 
 
 def in_oracle_worker() -> bool:
@@ -56,7 +53,7 @@ def in_oracle_worker() -> bool:
 # -- the program -----------------------------------------------------------------------------
 
 
-class Program:
+class Program(Lines):
     """One running program and its conversation; thread-safe (one request
     at a time)."""
 
@@ -101,29 +98,6 @@ class Program:
 
     # -- lines ---------------------------------------------------------------------------
 
-    def record(self, direction: str, message: Any) -> None:
-        if self.log:
-            with open(self.log, "a", encoding="utf-8") as file:
-                file.write(json.dumps({"dir": direction, "msg": message}) + "\n")
-
-    def exit_text(self) -> str:
-        code = self.process.poll()
-        if code is None:
-            return "closed its stdout"
-        if code < 0:
-            try:
-                return f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"was killed by signal {-code}"
-        return f"exited with code {code}"
-
-    def too_much_stderr(self, text: str) -> None:
-        """From the stderr thread: the program is stopped; the request
-        waiting for it (or the next one) fails with `text`."""
-        self.overflow = f"{self.spec}: {text}"
-        if self.process.poll() is None:
-            self.process.kill()
-
     def account(self) -> None:
         """What appeared in /dev/shm during the request in flight is the program's."""
         if self.before is None:
@@ -135,88 +109,6 @@ class Program:
                 self.segments.add(name)
                 for hook in segments.CREATED_HOOKS:
                     hook(name)
-
-    def next_chunk(self, deadline: float, waiting_for: str) -> bytes:
-        """What the program wrote next on stdout; b"" once it is gone (its
-        stdout closed, or it exited and nothing more comes: a child of its
-        may hold the pipe open). A stderr past the limit, or no byte before
-        `deadline`, fails here."""
-        stdout = self.process.stdout
-        assert stdout is not None
-        while True:
-            if self.overflow:
-                self.fail(ProtocolError(self.overflow))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.fail(
-                    ProgramTimeout(
-                        f"{self.spec}: no answer within {self.waited:g} s "
-                        f"(waiting for {waiting_for})"
-                    )
-                )
-            if select.select([stdout], [], [], min(left, POLL))[0]:
-                return os.read(stdout.fileno(), 1 << 20)
-            if self.process.poll() is not None and not select.select([stdout], [], [], POLL)[0]:
-                return b""  # exited, and its last words (if any) were read
-
-    def read_line(self, waiting_for: str, timeout: float | None = None) -> dict[str, Any]:
-        """The next message; one frame blocks here until it comes (the
-        oracle's watchdog sees a hang as one call that does not return). A
-        line longer than the limit is refused as soon as that many bytes came."""
-        self.waited = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + self.waited
-        searched = 0  # bytes of `pending` known to hold no newline
-        while b"\n" not in self.pending[searched:]:
-            searched = len(self.pending)
-            if searched > self.max_line:
-                self.fail(
-                    ProtocolError(
-                        f"{self.spec}: a line longer than {self.max_line} bytes (the limit, "
-                        f"{MAX_LINE_ENV}) while the oracle waited for {waiting_for}: "
-                        f"{short(self.pending)}"
-                    )
-                )
-            chunk = self.next_chunk(deadline, waiting_for)
-            if not chunk and self.overflow:  # stopped for its stderr
-                self.fail(ProtocolError(self.overflow))
-            if not chunk:
-                try:  # its exit status, if it is exiting
-                    self.process.wait(timeout=1)
-                except subprocess.TimeoutExpired:
-                    pass
-                tail = f" after the partial line {short(self.pending)}" if self.pending else ""
-                self.fail(
-                    ProgramCrashed(
-                        f"{self.spec}: the program {self.exit_text()} while the oracle "
-                        f"waited for {waiting_for}{tail}"
-                    )
-                )
-            self.pending += chunk
-        line, _, self.pending = self.pending.partition(b"\n")
-        if len(line) > self.max_line:
-            self.fail(
-                ProtocolError(
-                    f"{self.spec}: a line longer than {self.max_line} bytes (the limit, "
-                    f"{MAX_LINE_ENV}) while the oracle waited for {waiting_for}: {short(line)}"
-                )
-            )
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.fail(
-                ProtocolError(
-                    f"{self.spec}: a line that is not UTF-8 (byte {exc.start}): {short(line)}"
-                )
-            )
-        try:
-            message = json.loads(text)
-        except ValueError:
-            self.fail(ProtocolError(f"{self.spec}: a line that is not JSON: {short(line)}"))
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            self.fail(ProtocolError(f"{self.spec}: a message with no type: {short(line)}"))
-        self.record("in", message)
-        result: dict[str, Any] = message
-        return result
 
     def send(self, message: dict[str, Any]) -> None:
         self.record("out", message)
@@ -409,15 +301,6 @@ class Program:
         except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()
-
-
-def env_number(name: str, default: float) -> float:
-    """A positive number from the environment, else `default`."""
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if 0 < value < float("inf") else default
 
 
 _PROGRAMS: dict[tuple[int, str], Program] = {}
