@@ -31,7 +31,11 @@ that needs an optional capability the module lacks is `not run: missing X`.
 Every failure comes with its shortest trace and one command that replays it
 when pasted into a fresh shell. Exit status: 0 if seed-compatible and
 protocol-safe pass (and hardened, unless it is left out with --level), 1
-otherwise, 2 for a module that does not import or lacks required names.
+otherwise, 2 for a module that does not import or lacks required names, or
+a program (exec:PROGRAM) that cannot start or sends no hello. Before any
+test, the contract check (a ring, a storage, its handle, the ring closed)
+runs in a process of its own: a program that breaks the protocol, crashes
+or hangs there gets that property's ERROR, CRASH or TIMEOUT in the report.
 """
 
 from __future__ import annotations
