@@ -26,6 +26,7 @@ def check(module: str) -> int:
     (shmref.oracle.contractcheck); one JSON line when it is loaded, one at
     the end: its name, where it imports from, what it lacks, how the
     program failed, what it left in /dev/shm."""
+    import faulthandler
     import gc
 
     from shmref import contract
@@ -35,6 +36,7 @@ def check(module: str) -> int:
     from shmref.seed.impl import load_impl
     from shmref.testing import leaks
 
+    faulthandler.enable()  # a crash prints the Python stack (the CRASH's detail quotes it)
     leaks.start()  # segments made by the module's SharedMemory, or by the program
     try:
         impl = load_impl(module)

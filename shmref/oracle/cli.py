@@ -45,6 +45,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -279,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:  # no report of an earlier run stands there, whatever happens now
         forget_reports(args.out)
     stop_as_on_ctrl_c()
+    started = time.monotonic()
     try:
         checked = run_check(args.impl, args.call_timeout, hello_timeout())
     except KeyboardInterrupt:
@@ -298,8 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     gate = checked.check
     if gate is not None and gate.status in BAD and gate.status != FAIL:
-        report = gate_report(name, out, args.quick, levels, gate)
-        print(f"{gate.name}: {gate.status}: {gate.detail}", file=sys.stderr)
+        report = gate_report(name, out, args.quick, levels, gate, time.monotonic() - started)
+        first = (gate.detail.splitlines() or [""])[0]  # the rest is in the report
+        print(f"{gate.name}: {gate.status}: {first}", file=sys.stderr)
         return finish(report, out)
     source = ""
     if args.hazard:

@@ -237,7 +237,9 @@ def run(
     return report
 
 
-def gate_report(name: str, out: Path, quick: bool, levels: Sequence[str], check: Check) -> Report:
+def gate_report(
+    name: str, out: Path, quick: bool, levels: Sequence[str], check: Check, seconds: float
+) -> Report:
     """The report of a run that ended at the contract check (its status:
     ERROR, CRASH, TIMEOUT): that property, and nothing else run."""
     fresh(out)
