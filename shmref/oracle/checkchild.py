@@ -31,7 +31,7 @@ def check(module: str) -> int:
 
     from shmref import contract
     from shmref.oracle.verdict import import_root
-    from shmref.process import channel
+    from shmref.process import channel, segments
     from shmref.process.messages import ProgramFailure
     from shmref.seed.impl import load_impl
     from shmref.testing import leaks
@@ -58,8 +58,9 @@ def check(module: str) -> int:
     failed = channel.failures()
     if failed:  # the program broke the protocol, died or hung (each one line)
         failure = {"status": failed[0].status, "detail": str(failed[0]).splitlines()[0]}
+    gc.collect()  # a ring dropped by the check is closed now (its finalizer)
+    segments.settle_all()
     channel.close_all()
-    gc.collect()
     # what the program left is said with its failure (shmref.process.channel)
     leaked = sorted(set(leaks.leaked()) | set(channel.removed() if failure is None else ()))
     leaks.remove(leaked)

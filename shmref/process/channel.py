@@ -71,7 +71,7 @@ class Program(Lines):
         self.dead: str | None = None
         self.failure: ProgramFailure | None = None
         self.overflow = ""  # set when its stderr passed the limit
-        self.segments: set[str] = set()  # every /dev/shm entry it created (shmref.process.segments)
+        self.ledger = segments.Ledger()  # every /dev/shm entry it creates
         self.removed: list[str] = []  # those it left, removed when it ended
         self.log = os.environ.get(LOG_ENV)
         self.before: frozenset[str] | None = segments.names()
@@ -85,6 +85,7 @@ class Program(Lines):
             )
         except OSError as exc:
             raise ProgramCrashed(f"{spec}: cannot start {argv[0]!r}: {exc.strerror}") from None
+        self.ledger.pid = self.process.pid
         assert self.process.stderr is not None
         StderrTap(self.process.stderr.fileno(), self.too_much_stderr, stderr_limit()).start()
         try:
@@ -99,16 +100,11 @@ class Program(Lines):
     # -- lines ---------------------------------------------------------------------------
 
     def account(self) -> None:
-        """What appeared in /dev/shm during the request in flight is the program's."""
-        if self.before is None:
-            return
-        found = segments.created_by(self.process.pid, self.before)
-        self.before = None
-        for name in found:
-            if name not in self.segments:
-                self.segments.add(name)
-                for hook in segments.CREATED_HOOKS:
-                    hook(name)
+        """What appeared in /dev/shm during the request in flight may be the
+        program's (settled when its test ends: shmref.process.segments)."""
+        if self.before is not None:
+            self.ledger.note(self.before)
+            self.before = None
 
     def send(self, message: dict[str, Any]) -> None:
         self.record("out", message)
@@ -283,10 +279,11 @@ class Program(Lines):
 
     def unlink(self) -> None:
         """Remove what the program created in /dev/shm and left there."""
-        for name in sorted(self.segments):
+        self.ledger.settle()
+        for name in sorted(self.ledger.own):
             if segments.unlink(name):
                 self.removed.append(name)
-        self.segments.clear()
+        self.ledger.own.clear()
 
     def close(self) -> None:
         """EOF on stdin: the program closes what it holds and exits; killed

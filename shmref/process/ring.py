@@ -43,8 +43,6 @@ class ProxyRing:
             create=encode(create),
         )
         self._adopt(got["ring"], got["is_writer"], got["handle"])
-        if self.is_writer:
-            self._prog.segments.add(self._handle[1])
 
     def _adopt(self, ring_id: str, is_writer: bool, handle: list[Any]) -> None:
         self._id, self.is_writer = ring_id, bool(is_writer)

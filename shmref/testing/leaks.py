@@ -78,6 +78,7 @@ def no_leaked_segments() -> Iterator[None]:
     """Every segment the session creates must be gone at its end."""
     start()
     yield
+    segments.settle_all()
     found = leaked()
     if found:
         blamed = "; ".join(f"{n} created by {creator(n)}" for n in sorted(found))
@@ -89,6 +90,7 @@ def no_segment_leaked_by_this_test(request: pytest.FixtureRequest) -> Iterator[N
     """A segment a test creates and leaves behind fails that test (and is
     then removed, so that the session's guard does not charge it to another)."""
     yield
+    segments.settle_all()  # what a store program made in this test, found now
     mine = sorted(n for n in leaked() if creator(n) == request.node.nodeid)
     if mine:
         remove(mine)
