@@ -306,7 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return finish(report, out)
     source = ""
     if args.hazard:
-        trace, source = hazard_trace(args.hazard)
+        try:
+            trace, source = hazard_trace(args.hazard)
+        except Exception as exc:  # TLC's failure, said in one line
+            trace, source = None, f"{args.hazard}: no counterexample: {type(exc).__name__}: {exc}"
         if trace is None:
             print(source)
             return 2
@@ -362,7 +365,10 @@ def hazard_said(report: Report, hazard: Hazard, source: str, out: Path) -> int:
     print(f"{hazard.model}: {hazard.what}\ncounterexample: {source}")
     check = next((c for c in report.checks if c.name == f"hazard {hazard.model}"), None)
     if check is None:  # the run's own problem (a process that died outside the replay)
-        check = next(c for c in report.checks if c.status in BAD)
+        check = next((c for c in report.checks if c.status in BAD), None)
+    if check is None:
+        print(f"{hazard.model}: not replayed (see {out / 'conformance.md'})")
+        return 1
     if check.failures:
         print(check.failures[0]["trace"])
     print(f"{check.status.upper()}: {check.detail}")
