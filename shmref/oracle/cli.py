@@ -31,7 +31,11 @@ that needs an optional capability the module lacks is `not run: missing X`.
 Every failure comes with its shortest trace and one command that replays it
 when pasted into a fresh shell. Exit status: 0 if seed-compatible and
 protocol-safe pass (and hardened, unless it is left out with --level), 1
-otherwise, 2 for a module that does not import or lacks required names.
+otherwise, 2 for a module that does not import or lacks required names, or
+a program (exec:PROGRAM) that cannot start or sends no hello. Before any
+test, the contract check (a ring, a storage, its handle, the ring closed)
+runs in a process of its own: a program that breaks the protocol, crashes
+or hangs there gets that property's ERROR, CRASH or TIMEOUT in the report.
 """
 
 from __future__ import annotations
@@ -41,34 +45,35 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from shmref.core import tables
 from shmref.core.paths import checkout
-from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
-from shmref.oracle.hazards import HAZARDS, Hazard
+from shmref.oracle.console import finish, hazard_said
+from shmref.oracle.contractcheck import run_check
+from shmref.oracle.hazardcheck import supplied_counterexample
+from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_SHRINK_BUDGET,
     DEFAULT_TIMEOUT,
     QUICK_SHRINK_BUDGET,
-    load_checked,
+    gate_report,
     property_problem,
     run,
 )
 from shmref.oracle.verdict import (
-    ASSUMPTION,
+    BAD,
+    FAIL,
     LEVELS,
-    NOT_RUN,
-    PASS,
+    PROTOCOL,
 )
 from shmref.render.html import PAGE
-from shmref.seed.impl import load_impl
 from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
-from shmref.traces.shipped import Counterexample, ShippedError, read_counterexample
+from shmref.traces.shipped import ShippedError
 
 # -- trace validation -----------------------------------------------------------------------
 
@@ -282,37 +287,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--impl MODULE is required")
     for problem in filter(None, map(property_problem, args.only or ())):
         parser.error(problem)
-    found, problem = load_checked(args.impl)
-    if found is None:
-        print(problem, file=sys.stderr)
-        return 2
-    name = found["name"]
+    hazards = {h.model: h for h in HAZARDS}
+    if args.hazard and args.hazard not in hazards:
+        parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
     if args.counterexample and not args.hazard:
         parser.error("--counterexample FILE goes with --hazard MODEL")
+    supplied = None
+    if args.counterexample:
+        try:
+            supplied = supplied_counterexample(args.hazard, args.counterexample)
+        except ShippedError as exc:  # the user's file: one line naming it
+            print(f"shmref: {exc}", file=sys.stderr)
+            return 2
     if args.hazard:
-        hazards = {h.model: h for h in HAZARDS}
-        if args.hazard not in hazards:
-            parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
-        return replay_one_hazard(name, args.impl, hazards[args.hazard], args.counterexample)
+        args.level, args.only = [PROTOCOL], [f"hazard {args.hazard}"]
+    levels = tuple(args.level or LEVELS)
+    if args.out:  # no report of an earlier run stands there, whatever happens now
+        forget_reports(args.out)
+    stop_as_on_ctrl_c()
+    started = time.monotonic()
+    try:
+        checked = run_check(args.impl, args.call_timeout, hello_timeout())
+    except KeyboardInterrupt:
+        print(
+            "shmref: interrupted during the contract check; its processes stopped", file=sys.stderr
+        )
+        return 130
+    if checked.found is None:
+        print(checked.problem, file=sys.stderr)
+        return 2
+    name = checked.found["name"]
     folder = re.sub(r"[^\w.:=+-]+", "_", name).strip("_")  # exec: and mixed: names
     out = (args.out or default_out(folder)).resolve()
     problem = unwritable(out)
     if problem:
         print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)
         return 2
-    stop_as_on_ctrl_c()
+    gate = checked.check
+    if gate is not None and gate.status in BAD and gate.status != FAIL:
+        report = gate_report(name, out, args.quick, levels, gate, time.monotonic() - started)
+        first = (gate.detail.splitlines() or [""])[0]  # the rest is in the report
+        print(f"{gate.name}: {gate.status}: {first}", file=sys.stderr)
+        return finish(report, out)
     try:
         report = run(
             name,
             out,
             args.quick,
-            tuple(args.level or LEVELS),
-            baseline=not args.no_baseline,
+            levels,
+            baseline=not args.no_baseline and not args.hazard,
             shrink=not args.no_shrink,
             all_groups=args.all_groups,
             timeout=args.timeout,
             call_timeout=args.call_timeout,
-            impl_root=found.get("root") or "",
+            impl_root=checked.found.get("root") or "",
             workers=args.workers,
             shrink_budget=(
                 args.shrink_budget
@@ -321,61 +349,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.quick
                 else DEFAULT_SHRINK_BUDGET
             ),
-            progress=not args.no_progress,
+            progress=not args.no_progress and not args.hazard,
             only=args.only,
+            first=[gate] if gate is not None else [],
+            counterexample=args.counterexample,
         )
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
         return 130
-    rows = []
-    for level in report.levels:
-        not_run = sum(1 for c in report.checks if c.level == level and c.status == NOT_RUN)
-        status = report.level_status(level) + (f" ({not_run} not run)" if not_run else "")
-        rows.append((level, status, report.seed_levels.get(level, "")))
-    print(tables.text(("level", "result", "seed"), rows))
-    print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
-    if (out / PAGE).is_file():
-        print(f"page: {out / PAGE} (the failures drawn; opens offline)")
-    return 0 if report.ok else 1
+    if args.hazard:
+        source = supplied.source if supplied else "the model's shipped counterexamples"
+        return hazard_said(report, hazards[args.hazard], source, out)
+    return finish(report, out)
 
 
-def replay_one_hazard(name: str, impl_name: str, hazard: Hazard, supplied: Path | None) -> int:
-    """`--hazard MODEL`: the model's counterexamples (or the user's file)
-    replayed on the implementation, each as a table, then the verdict."""
-    try:
-        if supplied is not None:
-            trace, violated = read_counterexample(supplied)
-            if any("last_action" not in state.vars for state in trace.states):
-                raise ShippedError(
-                    f"{supplied}: its states have no last_action: not a counterexample of "
-                    f"spec/{hazard.model}"
-                )
-            found = [
-                Counterexample(
-                    hazard.model,
-                    supplied.name,
-                    "supplied",
-                    trace,
-                    violated,
-                    None,
-                    supplied.resolve(),
-                )
-            ]
-        else:
-            found = hazard_counterexamples(hazard.model)
-    except ShippedError as exc:
-        print(f"shmref: {exc}", file=sys.stderr)
-        return 2
-    impl = load_impl(impl_name)
-    print(f"{hazard.model}: {hazard.what}")
-    for counterexample in found:
-        check, replay = hazard_check(name, impl, hazard, [counterexample])
-        print(f"\ncounterexample {counterexample.name}: {counterexample.source}")
-        if replay is not None:
-            print(replay.table())
-        elif check.failures:
-            print(check.failures[0]["trace"])
-        print(f"{check.status}: {check.detail}")
-    check, _replay = hazard_check(name, impl, hazard, found)
-    print(f"\n{check.status.upper()}: {check.detail}")
-    return 0 if check.status in (PASS, ASSUMPTION) else 1
+def forget_reports(out: Path) -> None:
+    """An earlier run's report in `out` removed (it must not pass for this run's)."""
+    for stale in ("conformance.json", "conformance.md", PAGE):
+        try:
+            (out / stale).unlink(missing_ok=True)
+        except OSError:
+            pass  # unwritable: said when the report is written
+
+
+def hello_timeout() -> float:
+    from shmref.process.channel import HELLO_TIMEOUT_ENV, env_number
+
+    return env_number(HELLO_TIMEOUT_ENV, 30.0)

@@ -5,6 +5,7 @@ the command that replays them from a fresh shell."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 from shmref import contract
@@ -139,6 +140,17 @@ def judge(
         }
     )
     return check, replay
+
+
+def supplied_counterexample(model: str, path: Path) -> Counterexample:
+    """A user's TLC output (`--counterexample FILE`) of the model, to judge a
+    store on instead of the shipped ones; a ShippedError names the file."""
+    trace, violated = shipped.read_counterexample(path)
+    if any("last_action" not in state.vars for state in trace.states):
+        raise shipped.ShippedError(
+            f"{path}: its states have no last_action: not a counterexample of spec/{model}"
+        )
+    return Counterexample(model, path.name, "supplied", trace, violated, None, path.resolve())
 
 
 def case_of(hazard: Hazard, counterexample: Counterexample) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shmref.oracle.descendants import end_marked, marked_env
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
 from shmref.render.sink import FOLDER, file_name, save
@@ -98,6 +99,7 @@ class Child:
         self.events_path.write_text("")
         self.offset = 0
         self.shm_before = shm_names()
+        env, self.mark = marked_env(child_env())  # its descendants found, even after setsid
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [
@@ -110,7 +112,7 @@ class Child:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=child_env(),
+                env=env,
                 start_new_session=True,  # its own process group: killed as one
             )
 
@@ -128,6 +130,15 @@ class Child:
         except OSError:
             pass
         self.process.wait()
+        self.end_descendants()
+
+    def end_descendants(self) -> None:
+        """Its process group, and the processes that left it (setsid), gone."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        end_marked(self.mark)
         group_gone(self.process.pid)
 
     def log_tail(self) -> str:
@@ -155,6 +166,7 @@ def run_isolated(
     job = {**job, "skip_nodes": [], "skip_units": [], "call_timeout": call_timeout}
     job["claims"] = str(claims)
     hear = listener or (lambda event: None)
+    before = shm_names()
     lanes = []
     for _ in range(max(1, workers)):
         outcome.children += 1
@@ -172,6 +184,11 @@ def run_isolated(
                     lanes.append(Lane(Child(successor, out, outcome.children), *lane.limits, hear))
             if lanes:
                 time.sleep(POLL)
+        # every child is gone: what a store program left that no live process
+        # holds (a segment made between requests, which it does not account
+        # for: shmref.process.segments); not swept while a sibling still runs
+        if str(job.get("impl_arg", "")).startswith(("exec:", "mixed:")):
+            outcome.removed += remove_orphans(before)
     finally:  # interrupted (Ctrl-C, SIGTERM): the children are in sessions of their own
         for lane in lanes:
             lane.child.kill()
@@ -216,13 +233,10 @@ def after(
     """What follows a child's end: nothing, or the job of its replacement."""
     child = lane.child
     ended, unit, node = result
-    # the group's stragglers (readers the tests spawned, a resource tracker)
-    try:
-        os.killpg(child.process.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    group_gone(child.process.pid)
-    if ended:
+    # the group's stragglers (readers the tests spawned, a resource tracker,
+    # a store program's children, in the group or not)
+    child.end_descendants()
+    if ended:  # what it left is swept when every child is done (run_isolated)
         return None
     if lane.reserved:  # the test it had claimed to run next: for another child
         Path(lane.reserved[1]).unlink(missing_ok=True)

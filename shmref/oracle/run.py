@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -17,7 +16,7 @@ from typing import Any
 from shmref import tlc
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.isolation import child_env, run_isolated, signal_text
+from shmref.oracle.isolation import run_isolated
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
 from shmref.oracle.testgroups import (
@@ -32,6 +31,7 @@ from shmref.oracle.validation import isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import (
     ERROR,
     LEVELS,
+    NOT_RUN,
     PROTOCOL,
     RUN_CHECKS,
     Check,
@@ -128,6 +128,8 @@ def run(
     shrink_budget: float = DEFAULT_SHRINK_BUDGET,
     progress: bool = True,
     only: Collection[str] | None = None,
+    first: Sequence[Check] = (),
+    counterexample: Path | None = None,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -138,7 +140,9 @@ def run(
     runs is said on stderr (shmref.oracle.progress); `only`: just these
     properties (names of the report's property column, or a suite test
     class's or file's for all of its), as the seed baseline re-runs an
-    accident (shmref.oracle.baseline)."""
+    accident (shmref.oracle.baseline); `first`: checks already made (the
+    contract check's, when it did not pass); `counterexample`: a user's TLC
+    output that the hazards are replayed on instead of the shipped ones."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
@@ -176,6 +180,7 @@ def run(
         "groups": [g.label for g in groups],
         "recordings": recordings,
         "hazards": [h.model for h in hazards] if protocol else [],
+        "counterexample": str(counterexample.resolve()) if counterexample else None,
         "shrink_budget": shrink_budget,
     }
     others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
@@ -205,7 +210,7 @@ def run(
     if bar:
         bar.close()
 
-    checks: list[Check] = [
+    checks: list[Check] = [*first] + [
         Check(levels[0], RUN_CHECKS[0], "the implementation's processes", ERROR, detail=problem)
         for problem in outcome.problems
     ]
@@ -260,21 +265,23 @@ def run(
     return report
 
 
-def load_checked(module: str) -> tuple[dict[str, str] | None, str]:
-    """What a child process found of `module` (its name and import root), or
-    None and one line saying why it cannot be judged. The import happens in
-    the child: a module that crashes on import does not take the oracle down."""
-    found = subprocess.run(
-        [sys.executable, "-m", "shmref.oracle.worker", "--check", module],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-        timeout=600,
+def gate_report(
+    name: str, out: Path, quick: bool, levels: Sequence[str], check: Check, seconds: float
+) -> Report:
+    """The report of a run that ended at the contract check (its status:
+    ERROR, CRASH, TIMEOUT): that property, and nothing else run."""
+    fresh(out)
+    run_levels = tuple(level for level in LEVELS if level in levels)
+    check.level = run_levels[0]
+    why = f"{check.name} ended {check.status}"
+    others = [
+        Check(level, "every property", "the level's properties", NOT_RUN, detail=why)
+        for level in run_levels[1:]
+    ]
+    report = Report(
+        name, quick, [check, *others], 0.0, [f"every other property: {why}"], run_levels
     )
-    lines = found.stdout.strip().splitlines()
-    if found.returncode == 0 and lines:
-        answer: dict[str, str] = json.loads(lines[-1])
-        return (None, answer["problem"]) if answer.get("problem") else (answer, "")
-    tail = (found.stderr.strip().splitlines() or [""])[-1]
-    return None, f"{module}: importing it {signal_text(found.returncode)}: {tail}".rstrip(": ")
+    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
+    write_atomically(out / "conformance.md", report.markdown(out))
+    write_report(out)
+    return report

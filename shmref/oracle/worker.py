@@ -309,7 +309,11 @@ def run_recordings(
 def run_hazards(
     job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog, claims: Claims
 ) -> None:
-    from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
+    from shmref.oracle.hazardcheck import (
+        hazard_check,
+        hazard_counterexamples,
+        supplied_counterexample,
+    )
     from shmref.oracle.hazards import HAZARDS
     from shmref.traces.shipped import ShippedError
 
@@ -319,7 +323,14 @@ def run_hazards(
             continue
         unit = (PROTOCOL, f"hazard {hazard.model}")
         try:
-            counterexamples, problem = hazard_counterexamples(hazard.model), ""
+            counterexamples, problem = (
+                (
+                    [supplied_counterexample(hazard.model, Path(job["counterexample"]))]
+                    if job.get("counterexample")
+                    else hazard_counterexamples(hazard.model)
+                ),
+                "",
+            )
         except ShippedError as exc:  # a stale or missing shipped file: named, never TLC
             counterexamples, problem = [], str(exc)
         dog.unit = unit
@@ -337,31 +348,10 @@ def run_hazards(
         events.emit("check", unit=unit, check=asdict(check))
 
 
-def check(module: str) -> int:
-    """`--check MODULE`: import it here and print what the oracle needs to
-    know as one JSON line (its name, where it imports from, what it lacks)."""
-    from shmref import contract
-    from shmref.oracle.verdict import import_root
-    from shmref.seed.impl import load_impl
-
-    try:
-        impl = load_impl(module)
-    except BaseException as exc:  # any import failure is the module's: one line
-        problem = f"{module}: does not import: {type(exc).__name__}: {exc}".splitlines()[0]
-        print(json.dumps({"problem": problem}))
-        return 0
-    lacking = contract.missing(impl)
-    problem = (
-        f"{module}: lacks what the contract (shmref.contract) requires: " + ", ".join(lacking)
-        if lacking
-        else ""
-    )
-    print(json.dumps({"name": impl.__name__, "root": import_root(impl) or "", "problem": problem}))
-    return 0
-
-
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--check"]:
+    if argv[:1] == ["--check"]:  # the contract check's child (shmref.oracle.checkchild)
+        from shmref.oracle.checkchild import check
+
         return check(argv[1])
     job_path, events_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())

@@ -13,11 +13,8 @@ raised.
 from __future__ import annotations
 
 import atexit
-import importlib
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -25,20 +22,24 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from shmref.process import PROTOCOL_VERSION
+from shmref.process import segments
+from shmref.process.lines import MAX_LINE, MAX_LINE_ENV, Lines, env_number
 from shmref.process.messages import (
-    CAPABILITIES,
     ProgramCrashed,
     ProgramFailure,
-    ProgramTimeout,
     ProtocolError,
     error_from,
+    hello_problem,
     short,
 )
+from shmref.process.stderrtap import StderrTap, stderr_limit
+
+__all__ = ["MAX_LINE", "MAX_LINE_ENV", "Program", "env_number", "program"]
 
 CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
 EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
 TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
+HELLO_TIMEOUT_ENV = "SHMREF_EXEC_HELLO_TIMEOUT"  # seconds the hello may take (default 30)
 LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
 
@@ -52,27 +53,45 @@ def in_oracle_worker() -> bool:
 # -- the program -----------------------------------------------------------------------------
 
 
-class Program:
+class Program(Lines):
     """One running program and its conversation; thread-safe (one request
     at a time)."""
 
     def __init__(self, argv: list[str], spec: str) -> None:
         self.argv, self.spec = argv, spec
-        self.timeout = float(os.environ.get(TIMEOUT_ENV, "60"))
+        self.timeout = env_number(TIMEOUT_ENV, 60.0)
+        self.max_line = int(env_number(MAX_LINE_ENV, MAX_LINE))
+        self.waited = self.timeout  # the limit of the read in progress (its message says it)
+        self.in_flight = 0  # requests of this thread not yet answered (nested: a finalizer's)
+        self.deferred: list[str] = []  # objects a finalizer closed during a request
         self.lock = threading.RLock()
         self.pending = b""
         self.next_id = 0
         self.generation = 0  # requests that may change state (ring_state caches by it)
         self.dead: str | None = None
-        self.segments: set[str] = set()  # created by its writer rings, not yet closed
+        self.failure: ProgramFailure | None = None
+        self.overflow = ""  # set when its stderr passed the limit
+        self.ledger = segments.Ledger()  # every /dev/shm entry it creates
+        self.removed: list[str] = []  # those it left, removed when it ended
         self.log = os.environ.get(LOG_ENV)
+        self.before: frozenset[str] | None = segments.names()
         try:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
             )
         except OSError as exc:
             raise ProgramCrashed(f"{spec}: cannot start {argv[0]!r}: {exc.strerror}") from None
-        self.hello = self.read_hello()
+        self.ledger.pid = self.process.pid
+        assert self.process.stderr is not None
+        StderrTap(self.process.stderr.fileno(), self.too_much_stderr, stderr_limit()).start()
+        try:
+            self.hello = self.read_hello()
+        finally:
+            self.account()
         self.capabilities = frozenset(self.hello["capabilities"])
         self.roles = frozenset(self.hello["roles"])
         self.reader_lock = self.hello["reader_lock"]
@@ -80,62 +99,12 @@ class Program:
 
     # -- lines ---------------------------------------------------------------------------
 
-    def record(self, direction: str, message: Any) -> None:
-        if self.log:
-            with open(self.log, "a", encoding="utf-8") as file:
-                file.write(json.dumps({"dir": direction, "msg": message}) + "\n")
-
-    def exit_text(self) -> str:
-        code = self.process.poll()
-        if code is None:
-            return "closed its stdout"
-        if code < 0:
-            try:
-                return f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"was killed by signal {-code}"
-        return f"exited with code {code}"
-
-    def read_line(self, waiting_for: str) -> dict[str, Any]:
-        """The next message; one frame blocks here until it comes (the
-        oracle's watchdog sees a hang as one call that does not return)."""
-        stdout = self.process.stdout
-        assert stdout is not None
-        deadline = time.monotonic() + self.timeout
-        while b"\n" not in self.pending:
-            left = deadline - time.monotonic()
-            ready = select.select([stdout], [], [], max(left, 0))[0] if left > 0 else []
-            if not ready:
-                self.fail(
-                    ProgramTimeout(
-                        f"{self.spec}: no answer within {self.timeout:g} s "
-                        f"(waiting for {waiting_for})"
-                    )
-                )
-            chunk = os.read(stdout.fileno(), 65536)
-            if not chunk:
-                try:
-                    self.process.wait(timeout=1)
-                except subprocess.TimeoutExpired:
-                    pass
-                tail = f" after the partial line {short(self.pending)}" if self.pending else ""
-                self.fail(
-                    ProgramCrashed(
-                        f"{self.spec}: the program {self.exit_text()} while the oracle "
-                        f"waited for {waiting_for}{tail}"
-                    )
-                )
-            self.pending += chunk
-        line, _, self.pending = self.pending.partition(b"\n")
-        try:
-            message = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            self.fail(ProtocolError(f"{self.spec}: a line that is not JSON: {short(line)}"))
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            self.fail(ProtocolError(f"{self.spec}: a message with no type: {short(line)}"))
-        self.record("in", message)
-        result: dict[str, Any] = message
-        return result
+    def account(self) -> None:
+        """What appeared in /dev/shm during the request in flight may be the
+        program's (settled when its test ends: shmref.process.segments)."""
+        if self.before is not None:
+            self.ledger.note(self.before)
+            self.before = None
 
     def send(self, message: dict[str, Any]) -> None:
         self.record("out", message)
@@ -144,6 +113,8 @@ class Program:
         try:
             stdin.write((json.dumps(message, allow_nan=False) + "\n").encode("utf-8"))
         except OSError:
+            if self.overflow:
+                self.fail(ProtocolError(self.overflow))
             self.fail(
                 ProgramCrashed(
                     f"{self.spec}: the program {self.exit_text()} before request "
@@ -154,7 +125,7 @@ class Program:
     # -- the conversation ------------------------------------------------------------------
 
     def read_hello(self) -> dict[str, Any]:
-        hello = self.read_line("its hello")
+        hello = self.read_line("its hello", env_number(HELLO_TIMEOUT_ENV, 30.0))
         problem = hello_problem(hello)
         if problem:
             self.fail(
@@ -181,48 +152,77 @@ class Program:
             if target is not None:
                 message["object"] = target
             message.update(arguments)
-            self.send(message)
-            waiting = f"the reply to request {rid} ({op})"
-            while True:
-                got = self.read_line(waiting)
-                kind = got["type"]
-                if got.get("in_reply_to") != rid or kind not in ("reply", "callback"):
-                    self.fail(
-                        ProtocolError(
-                            f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}"
-                        )
+            self.before = segments.names()
+            self.in_flight += 1
+            try:
+                self.send(message)
+                return self.converse(rid, op, callback)
+            finally:
+                self.in_flight -= 1
+                self.account()
+                if not self.in_flight:
+                    self.send_deferred()
+
+    def close_later(self, target: str) -> None:
+        """`close` from a finalizer: sent now, or once the request in flight
+        in this thread is answered (the garbage collector may run a
+        finalizer in the middle of one: a request sent then would take its
+        reply)."""
+        with self.lock:
+            if self.in_flight:
+                self.deferred.append(target)
+                return
+            self.request("close", target)
+
+    def send_deferred(self) -> None:
+        while self.deferred and not self.dead:
+            target = self.deferred.pop(0)
+            try:
+                self.request("close", target)
+            except Exception:  # a finalizer's close: its error has no caller
+                pass
+
+    def converse(self, rid: int, op: str, callback: Callable[[dict[str, Any]], Any] | None) -> Any:
+        """The lines after request `rid`: callbacks answered, then its reply."""
+        waiting = f"the reply to request {rid} ({op})"
+        while True:
+            got = self.read_line(waiting)
+            kind = got["type"]
+            if got.get("in_reply_to") != rid or kind not in ("reply", "callback"):
+                self.fail(
+                    ProtocolError(f"{self.spec}: expected {waiting}, got {short(json.dumps(got))}")
+                )
+            if kind == "callback":
+                self.answer(rid, got, callback, waiting)
+                continue
+            if ("result" in got) == ("error" in got) or set(got) - {
+                "type",
+                "in_reply_to",
+                "result",
+                "error",
+            }:
+                self.fail(
+                    ProtocolError(
+                        f"{self.spec}: a reply needs exactly one of result or error: "
+                        f"{short(json.dumps(got))}"
                     )
-                if kind == "callback":
-                    self.answer(rid, got, callback, waiting)
-                    continue
-                if ("result" in got) == ("error" in got) or set(got) - {
-                    "type",
-                    "in_reply_to",
-                    "result",
-                    "error",
-                }:
+                )
+            if "error" in got:
+                error = got["error"]
+                if not (
+                    isinstance(error, dict)
+                    and isinstance(error.get("kind"), str)
+                    and error["kind"].isidentifier()
+                    and isinstance(error.get("message"), str)
+                ):
                     self.fail(
                         ProtocolError(
-                            f"{self.spec}: a reply needs exactly one of result or error: "
+                            f"{self.spec}: an error must be {{kind, message}}: "
                             f"{short(json.dumps(got))}"
                         )
                     )
-                if "error" in got:
-                    error = got["error"]
-                    if not (
-                        isinstance(error, dict)
-                        and isinstance(error.get("kind"), str)
-                        and error["kind"].isidentifier()
-                        and isinstance(error.get("message"), str)
-                    ):
-                        self.fail(
-                            ProtocolError(
-                                f"{self.spec}: an error must be {{kind, message}}: "
-                                f"{short(json.dumps(got))}"
-                            )
-                        )
-                    raise error_from(error)
-                return got["result"]
+                raise error_from(error)
+            return got["result"]
 
     def answer(
         self,
@@ -253,8 +253,11 @@ class Program:
     def fail(self, failure: ProgramFailure) -> NoReturn:
         """Stop the program and report: in the oracle's worker, one line and
         an exit whose code is the status; elsewhere, raise."""
-        self.dead = str(failure)
         self.kill()
+        if self.removed:  # said with the failure: the property's leak
+            names = ", ".join(sorted(self.removed))
+            failure = type(failure)(f"{failure}; left in /dev/shm (removed): {names}")
+        self.dead, self.failure = str(failure), failure
         if in_oracle_worker():
             code = {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
             line = f"shmref.process: {failure.status}: {failure}"
@@ -271,20 +274,16 @@ class Program:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.account()  # what it made in the request it died in
         self.unlink()
 
     def unlink(self) -> None:
-        """Remove the segments a dead program created and did not close."""
-        try:
-            shm_unlink = importlib.import_module("_posixshmem").shm_unlink
-        except ImportError:  # no POSIX shared memory: nothing to remove
-            return
-        for name in sorted(self.segments):
-            try:
-                shm_unlink("/" + name.lstrip("/"))
-            except OSError:
-                pass
-        self.segments.clear()
+        """Remove what the program created in /dev/shm and left there."""
+        self.ledger.settle()
+        for name in sorted(self.ledger.own):
+            if segments.unlink(name):
+                self.removed.append(name)
+        self.ledger.own.clear()
 
     def close(self) -> None:
         """EOF on stdin: the program closes what it holds and exits; killed
@@ -301,26 +300,6 @@ class Program:
         self.kill()
 
 
-def hello_problem(hello: dict[str, Any]) -> str:
-    """What is wrong with a hello (empty: nothing)."""
-    if hello.get("type") != "hello":
-        return "the first line must be the hello"
-    if hello.get("protocol") != PROTOCOL_VERSION:
-        return f"protocol {hello.get('protocol')!r}, the oracle speaks {PROTOCOL_VERSION}"
-    roles, caps = hello.get("roles"), hello.get("capabilities")
-    if not isinstance(roles, list) or not roles or not set(roles) <= {"writer", "reader"}:
-        return "roles must be a non-empty list of 'writer', 'reader'"
-    if not isinstance(caps, list) or not set(caps) <= set(CAPABILITIES):
-        unknown = sorted(set(caps) - set(CAPABILITIES)) if isinstance(caps, list) else caps
-        return f"unknown capabilities {unknown}"
-    if hello.get("reader_lock") not in ("oracle", "own"):
-        return "reader_lock must be 'oracle' or 'own'"
-    if not isinstance(hello.get("name"), str):
-        return "name must be a string"
-    extra = set(hello) - {"type", "protocol", "name", "roles", "capabilities", "reader_lock"}
-    return f"unknown fields {sorted(extra)}" if extra else ""
-
-
 _PROGRAMS: dict[tuple[int, str], Program] = {}
 _START = threading.Lock()
 
@@ -334,3 +313,19 @@ def program(spec: str, argv: list[str]) -> Program:
         if found is None or found.dead:
             found = _PROGRAMS[key] = Program(argv, spec)
         return found
+
+
+def failures() -> list[ProgramFailure]:
+    """How the programs this process started failed, oldest first."""
+    return [p.failure for p in _PROGRAMS.values() if p.failure is not None]
+
+
+def removed() -> list[str]:
+    """What the programs this process started left in /dev/shm (removed)."""
+    return sorted({name for p in _PROGRAMS.values() for name in p.removed})
+
+
+def close_all() -> None:
+    """EOF to every program this process started (each exits or is killed)."""
+    for started in list(_PROGRAMS.values()):
+        started.close()

@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any
 
+from shmref.process import PROTOCOL_VERSION
+
 CAPABILITIES = (
     "storage.get_begin",
     "storage.get_copy",
@@ -100,3 +102,23 @@ def error_from(error: dict[str, Any]) -> BaseException:
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = _KINDS.setdefault(kind, type(kind, (Exception,), {"__module__": "builtins"}))
     return cls(message)
+
+
+def hello_problem(hello: dict[str, Any]) -> str:
+    """What is wrong with a hello (empty: nothing)."""
+    if hello.get("type") != "hello":
+        return "the first line must be the hello"
+    if hello.get("protocol") != PROTOCOL_VERSION:
+        return f"protocol {hello.get('protocol')!r}, the oracle speaks {PROTOCOL_VERSION}"
+    roles, caps = hello.get("roles"), hello.get("capabilities")
+    if not isinstance(roles, list) or not roles or not set(roles) <= {"writer", "reader"}:
+        return "roles must be a non-empty list of 'writer', 'reader'"
+    if not isinstance(caps, list) or not set(caps) <= set(CAPABILITIES):
+        unknown = sorted(set(caps) - set(CAPABILITIES)) if isinstance(caps, list) else caps
+        return f"unknown capabilities {unknown}"
+    if hello.get("reader_lock") not in ("oracle", "own"):
+        return "reader_lock must be 'oracle' or 'own'"
+    if not isinstance(hello.get("name"), str):
+        return "name must be a string"
+    extra = set(hello) - {"type", "protocol", "name", "roles", "capabilities", "reader_lock"}
+    return f"unknown fields {sorted(extra)}" if extra else ""

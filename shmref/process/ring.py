@@ -43,8 +43,6 @@ class ProxyRing:
             create=encode(create),
         )
         self._adopt(got["ring"], got["is_writer"], got["handle"])
-        if self.is_writer:
-            self._prog.segments.add(self._handle[1])
 
     def _adopt(self, ring_id: str, is_writer: bool, handle: list[Any]) -> None:
         self._id, self.is_writer = ring_id, bool(is_writer)
@@ -95,7 +93,6 @@ class ProxyRing:
         self._closed = True
         try:
             self._call("close")
-            self._prog.segments.discard(self._handle[1])
         finally:
             if self._segment is not None:
                 with suppress(BufferError, OSError):
@@ -164,9 +161,10 @@ class ProxyRing:
         """A ring dropped without close() is closed, as the seed's __del__ closes
         it (a writer's segment is then removed: no leak); at interpreter exit
         the program may be gone already, which is no error of the store's."""
-        if hasattr(self, "_closed"):
+        if hasattr(self, "_closed") and not self._closed:
+            self._closed = True
             with suppress(Exception):
-                self.close()
+                self._prog.close_later(self._id)
         if getattr(self, "_segment", None) is not None:
             with suppress(BufferError, OSError):
                 self._segment.close()

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from shmref.process import segments
+
 _created: dict[str, str] = {}  # name -> the test that created it (`owner` then)
 owner = "(outside any test)"  # the running test's node id, set by the hook below
 _original_init = shared_memory.SharedMemory.__init__
@@ -34,9 +36,19 @@ def _recording_init(
             _created.setdefault(self._name, owner)
 
 
+def _program_created(name: str) -> None:
+    """A store program behind the process protocol created `name` (found by
+    shmref.process.segments): charged to the running test, as our own are,
+    named as SharedMemory names them (a leading slash)."""
+    _created.setdefault("/" + name.lstrip("/"), owner)
+
+
 def start() -> None:
-    """Record every segment this process creates from now on (idempotent)."""
+    """Record every segment this process, or a store program it talks to,
+    creates from now on (idempotent)."""
     shared_memory.SharedMemory.__init__ = _recording_init  # type: ignore[method-assign]
+    if _program_created not in segments.CREATED_HOOKS:
+        segments.CREATED_HOOKS.append(_program_created)
 
 
 def created() -> set[str]:
@@ -66,6 +78,7 @@ def no_leaked_segments() -> Iterator[None]:
     """Every segment the session creates must be gone at its end."""
     start()
     yield
+    segments.settle_all()
     found = leaked()
     if found:
         blamed = "; ".join(f"{n} created by {creator(n)}" for n in sorted(found))
@@ -77,6 +90,7 @@ def no_segment_leaked_by_this_test(request: pytest.FixtureRequest) -> Iterator[N
     """A segment a test creates and leaves behind fails that test (and is
     then removed, so that the session's guard does not charge it to another)."""
     yield
+    segments.settle_all()  # what a store program made in this test, found now
     mine = sorted(n for n in leaked() if creator(n) == request.node.nodeid)
     if mine:
         remove(mine)

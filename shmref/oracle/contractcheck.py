@@ -1,0 +1,164 @@
+"""The contract check, a property like the others: the implementation is
+imported (a program started, its `hello` read) in a child process, which
+then creates a ring of 1024 bytes and a storage on it, asks the storage
+for its `handle()`, and closes the ring (shmref.oracle.worker `--check`).
+
+It runs in the isolation of the tests (shmref.oracle.isolation): a session
+of its own killed as one, its descendants found by their mark even after
+`setsid` (shmref.oracle.descendants), what it left in /dev/shm removed. Only
+what leaves nothing to judge ends the run with exit 2: a module that does
+not import or lacks required names, a program that cannot start or sends
+no `hello`. A program that breaks the protocol, crashes or hangs during
+the check gets its property's status (ERROR, CRASH, TIMEOUT); one that
+leaves a segment behind, FAIL, as any test that leaks one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shmref.oracle.descendants import end_marked, marked_env
+from shmref.oracle.isolation import child_env, signal_text
+from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
+from shmref.oracle.verdict import CRASH, FAIL, SEED, TIMEOUT, Check
+
+NAME = "the contract check"
+WHAT = (
+    "the implementation starts: a ring of 1024 bytes, a storage on it "
+    "(max_object_size 256, one reader), its handle(), the ring closed; "
+    "nothing left in /dev/shm"
+)
+IMPORT_TIMEOUT = 600.0  # seconds a module may take to import (a program: its hello's limit)
+SLACK = 30.0  # seconds beyond the calls' own limits (a program's exit after EOF)
+TAIL = 20  # lines of the child's stderr in a CRASH's detail
+
+
+@dataclass
+class Checked:
+    """What the check found: the module's name and import root, or one line
+    that ends the run (exit 2), or the check's property when it did not pass."""
+
+    found: dict[str, str] | None
+    problem: str = ""
+    check: Check | None = None
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            found.append(message)
+    return found
+
+
+def tail(path: Path) -> str:
+    return "\n".join(path.read_text(errors="replace").strip().splitlines()[-TAIL:])
+
+
+def run_check(module: str, call_timeout: float, hello_timeout: float) -> Checked:
+    """Run the check of `module` in a child; whatever the child does, the
+    oracle gets an answer within the check's limits."""
+    from shmref.process.channel import HELLO_TIMEOUT_ENV, TIMEOUT_ENV
+
+    is_program = module.startswith("exec:") or module.startswith("mixed:")
+    before = shm_names()
+    env, mark = marked_env(child_env())
+    env.setdefault(TIMEOUT_ENV, f"{call_timeout:g}")
+    env.setdefault(HELLO_TIMEOUT_ENV, f"{hello_timeout:g}")
+    load_limit = hello_timeout + SLACK if is_program else IMPORT_TIMEOUT
+    call_limit = 4 * float(env[TIMEOUT_ENV]) + SLACK
+    with tempfile.TemporaryDirectory(prefix="shmref-check-") as folder:
+        out, err = Path(folder) / "out", Path(folder) / "err"
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "shmref.oracle.checkchild", module],
+                stdout=stdout,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        started = loaded_at = time.monotonic()
+        loaded: dict[str, Any] | None = None
+        timed_out = False
+        try:
+            while process.poll() is None:
+                time.sleep(0.05)
+                if loaded is None:
+                    loaded = next((m for m in lines_of(out) if "loaded" in m), None)
+                    loaded_at = time.monotonic()
+                limit = call_limit if loaded else load_limit
+                if time.monotonic() - (loaded_at if loaded else started) > limit:
+                    timed_out = True
+                    break
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            process.wait()
+            end_marked(mark)
+            group_gone(process.pid)
+        removed = remove_orphans(before)
+        lines = lines_of(out)
+        loaded = loaded or next((m for m in lines if "loaded" in m), None)
+        final = next((m for m in reversed(lines) if "problem" in m), None)
+        said = {"limit": call_limit if loaded else load_limit, "tail": tail(err)}
+        ended = (process.returncode, timed_out)
+        return judge(module, is_program, ended, loaded, final, removed, said)
+
+
+def judge(
+    module: str,
+    is_program: bool,
+    ended: tuple[int, bool],
+    loaded: dict[str, Any] | None,
+    final: dict[str, Any] | None,
+    removed: list[str],
+    said: dict[str, Any],
+) -> Checked:
+    """The check's answer from what its child said and how it `ended`
+    (its exit code, and whether it was killed at the limit)."""
+    code, timed_out = ended
+    if loaded is None:  # nothing to judge: exit 2
+        if final is not None and final["problem"]:
+            return Checked(None, final["problem"])
+        if timed_out:
+            what = "sent no hello" if is_program else "did not import"
+            return Checked(None, f"{module}: {what} within {said['limit']:g} s")
+        last = (said["tail"].splitlines() or [""])[-1]
+        return Checked(None, f"{module}: importing it {signal_text(code)}: {last}".rstrip(": "))
+    found = {"name": loaded["loaded"], "root": loaded.get("root") or ""}
+    # its own leaks, as the child counted them (a diff of /dev/shm may see
+    # another process's, made meanwhile): FAIL; after a failure, all it left
+    leaked = sorted((final or {}).get("leaked") or [])
+    everything = sorted(set(leaked) | set(removed))
+    left = f"; left in /dev/shm (removed): {', '.join(everything)}" if everything else ""
+    if final is not None and final.get("failure"):
+        failure = final["failure"]
+        check = Check(SEED, NAME, WHAT, failure["status"], detail=failure["detail"] + left)
+        return Checked(found, check=check)
+    if final is not None and final["problem"]:
+        return Checked(None, final["problem"])
+    if timed_out:
+        detail = f"the check did not end within {said['limit']:g} s{left}"
+        return Checked(found, check=Check(SEED, NAME, WHAT, TIMEOUT, detail=detail))
+    if final is None:
+        detail = f"the check's process {signal_text(code)}{left}:\n{said['tail']}".rstrip(":\n")
+        return Checked(found, check=Check(SEED, NAME, WHAT, CRASH, detail=detail))
+    if leaked:
+        detail = f"test leaked shared-memory segments: {', '.join(leaked)} (removed)"
+        return Checked(found, check=Check(SEED, NAME, WHAT, FAIL, detail=detail))
+    return Checked(found)

@@ -1,0 +1,143 @@
+"""Which /dev/shm entries a store program created: whatever appeared while
+one of its requests was in flight, and is held by the program or by no
+process at all (one nobody holds was made and dropped in its request: a
+constructor that fails after `shm_open` leaves a segment no reply names).
+The oracle accounts for every one: charged to the test that made it, as a
+Python store's `SharedMemory` is (shmref.testing.leaks), and removed when
+the program ends.
+
+Each request only notes the names that appeared (two directory listings);
+who holds them is looked up when a test ends or the program stops
+(`settle`), so that other processes making and removing entries meanwhile
+cost a request nothing."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Iterable
+
+SHM = "/dev/shm"
+
+# Called with each name a program is found to have created (the leak guard
+# of shmref.testing.leaks registers here: a higher layer listening).
+CREATED_HOOKS: list[Callable[[str], None]] = []
+
+
+def names() -> frozenset[str]:
+    try:
+        return frozenset(os.listdir(SHM))
+    except OSError:
+        return frozenset()
+
+
+def held_among(inodes: set[int], pids: Iterable[str]) -> set[int]:
+    """Which of `inodes` the processes `pids` have open or mapped."""
+    held: set[int] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    if "/dev/shm/" in line:
+                        fields = line.split()
+                        if len(fields) > 4 and fields[4].isdigit() and int(fields[4]) in inodes:
+                            held.add(int(fields[4]))
+        except OSError:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(SHM + "/"):
+                    inode = os.stat(f"/proc/{pid}/fd/{fd}").st_ino
+                    if inode in inodes:
+                        held.add(inode)
+            except OSError:
+                continue
+    return held
+
+
+def family(pid: int) -> set[str]:
+    """`pid` and its live descendants (by parent pid)."""
+    parents: dict[str, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                parents[entry] = stat.read().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+    found, grew = {str(pid)}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in found} - found
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def created_by(pid: int, candidates: Iterable[str]) -> list[str]:
+    """Of the `candidates` (entries that appeared during the program's
+    requests), those still there that no process other than the program
+    `pid` (and its descendants) holds."""
+    inodes: dict[int, str] = {}
+    for name in candidates:
+        try:
+            inodes[os.stat(f"{SHM}/{name}").st_ino] = name
+        except OSError:
+            continue  # gone already: nothing to account for
+    if not inodes:
+        return []
+    ours = family(pid) | {str(os.getpid())}
+    held_by_us = held_among(set(inodes), ours - {str(os.getpid())})
+    rest = set(inodes) - held_by_us
+    if rest:  # held by no one, or by another process (made meanwhile)
+        others = (p for p in os.listdir("/proc") if p.isdigit() and p not in ours)
+        rest -= held_among(rest, others)
+    return sorted(inodes[inode] for inode in held_by_us | rest)
+
+
+class Ledger:
+    """One program's /dev/shm entries: the names that appeared during its
+    requests (`note`), settled into its own (`settle`, which tells the hooks)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.candidates: set[str] = set()
+        self.own: set[str] = set()
+        LEDGERS.add(self)
+
+    def note(self, before: frozenset[str]) -> None:
+        self.candidates |= names() - before
+
+    def settle(self) -> list[str]:
+        """The program's new entries (each told to CREATED_HOOKS once)."""
+        if not self.candidates or not self.pid:
+            return []
+        found = [n for n in created_by(self.pid, self.candidates - self.own) if n not in self.own]
+        self.candidates.clear()
+        self.own.update(found)
+        for name in found:
+            for hook in CREATED_HOOKS:
+                hook(name)
+        return found
+
+
+LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+def settle_all() -> None:
+    """Every program's entries accounted for (a test's end: its leaks)."""
+    for ledger in list(LEDGERS):
+        ledger.settle()
+
+
+def unlink(name: str) -> bool:
+    """Remove one segment; True if it was there."""
+    try:
+        os.unlink(f"{SHM}/{name.lstrip('/')}")
+    except OSError:
+        return False
+    return True
