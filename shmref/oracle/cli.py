@@ -37,6 +37,7 @@ otherwise, 2 for a module that does not import or lacks required names.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import signal
 import sys
@@ -47,8 +48,10 @@ from typing import NoReturn
 
 from shmref.core import tables
 from shmref.core.paths import checkout
+from shmref.oracle import gating
 from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
 from shmref.oracle.hazards import HAZARDS, Hazard
+from shmref.oracle.report import Report
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_SHRINK_BUDGET,
@@ -257,8 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="check a recording (JSON, shmref.traces.recorder) with TLC",
     )
+    gating.add_options(parser)
     args = parser.parse_args(argv)
 
+    if (code := gating.compared(args)) is not None:
+        return code
     if args.validate_trace:
         result = validate_either(Recording.load(args.validate_trace))
         print(result.explain())
@@ -282,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--impl MODULE is required")
     for problem in filter(None, map(property_problem, args.only or ())):
         parser.error(problem)
+    expect = gating.expected(args)
+    if isinstance(expect, int):
+        return expect
     found, problem = load_checked(args.impl)
     if found is None:
         print(problem, file=sys.stderr)
@@ -301,29 +310,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"shmref: cannot write the report in {out}: {problem}", file=sys.stderr)
         return 2
     stop_as_on_ctrl_c()
+    judge = functools.partial(
+        run,
+        name,
+        quick=args.quick,
+        levels=tuple(args.level or LEVELS),
+        baseline=not args.no_baseline,
+        shrink=not args.no_shrink,
+        all_groups=args.all_groups,
+        timeout=args.timeout,
+        call_timeout=args.call_timeout,
+        impl_root=found.get("root") or "",
+        workers=args.workers,
+        shrink_budget=(
+            args.shrink_budget
+            if args.shrink_budget is not None
+            else QUICK_SHRINK_BUDGET
+            if args.quick
+            else DEFAULT_SHRINK_BUDGET
+        ),
+        progress=not args.no_progress,
+        only=args.only,
+    )
+
+    def rerun(names: list[str], attempt: int) -> Report:
+        folder = out / "repeat" / str(attempt)
+        return judge(folder, baseline=False, progress=False, only=names)
+
     try:
-        report = run(
-            name,
-            out,
-            args.quick,
-            tuple(args.level or LEVELS),
-            baseline=not args.no_baseline,
-            shrink=not args.no_shrink,
-            all_groups=args.all_groups,
-            timeout=args.timeout,
-            call_timeout=args.call_timeout,
-            impl_root=found.get("root") or "",
-            workers=args.workers,
-            shrink_budget=(
-                args.shrink_budget
-                if args.shrink_budget is not None
-                else QUICK_SHRINK_BUDGET
-                if args.quick
-                else DEFAULT_SHRINK_BUDGET
-            ),
-            progress=not args.no_progress,
-            only=args.only,
-        )
+        report = gating.finish(judge(out), out, args, expect, rerun)
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
         return 130
@@ -336,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
     if (out / PAGE).is_file():
         print(f"page: {out / PAGE} (the failures drawn; opens offline)")
-    return 0 if report.ok else 1
+    return 0 if report.gate else 1
 
 
 def replay_one_hazard(name: str, impl_name: str, hazard: Hazard, supplied: Path | None) -> int:

@@ -70,7 +70,7 @@ def fresh(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("conformance.json", "conformance.md", PAGE):
         (out / stale).unlink(missing_ok=True)
-    for folder in ("failures", "trace", "workers", sink.FOLDER):
+    for folder in ("failures", "trace", "workers", "repeat", sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
 
 
@@ -254,10 +254,15 @@ def run(
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
     )
+    write_files(report, out)
+    return report
+
+
+def write_files(report: Report, out: Path) -> None:
+    """conformance.json, conformance.md and conformance.html of `report` in `out`."""
     write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
     write_atomically(out / "conformance.md", report.markdown(out))
     write_report(out)  # conformance.html: the failures drawn (shmref.render)
-    return report
 
 
 def load_checked(module: str) -> tuple[dict[str, str] | None, str]:
