@@ -148,7 +148,7 @@ class Report:
                         *trace[-60:],
                     ]
                 lines += [
-                    f"`{f['case']}`",
+                    f"`{f['case']}`" + (f" (attempt {f['attempt']})" if f.get("attempt") else ""),
                     "",
                     "```",
                     *trace,
