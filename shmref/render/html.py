@@ -9,8 +9,9 @@ not the seed's or not what the expectations file (--expect) says, each
 linked to its drawing; then a grid of every property (those first), the
 implementation's status beside the seed's, an expected failure marked apart
 from an unexpected one, filterable by level and status; below, every
-failing property (those that differ first) with each failure's trace drawn as a timeline over the ring
-(shmref.render.svg), its text, and its replay command with a copy button.
+failing property (those that differ first) with each failure's trace
+drawn as a timeline over the ring (shmref.render.svg), its text, and its
+replay command with a copy button.
 What cannot be drawn (no trace recorded, a trace file that cannot be read)
 is said in one line on the page and on the terminal, never a broken page.
 """
