@@ -21,6 +21,7 @@ import pytest
 
 from shmref.oracle import cli
 from shmref.oracle.expectations import Expectations, ExpectationsError, load, parse, write
+from shmref.oracle.testgroups import plugin_args
 from shmref.oracle.verdict import FAIL, FLAKY, HARDENED, NOT_RUN, PASS, PROTOCOL, SEED, Check
 
 REPO = Path(__file__).resolve().parents[1]
@@ -222,3 +223,45 @@ def test_a_fixed_failure_is_an_unexpected_pass_to_record(seed_file, tmp_path):
     named = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  ")]
     assert len(named) == 8 and all(line.startswith("unexpected pass: ") for line in named)
     assert f"unexpected pass: {BAD_ADDRESSES} (expected FAIL, got pass); record it in" in named[0]
+
+
+# -- the pytest plugin: --shmref-expect ------------------------------------------------------
+
+SINGLE = "test_ring.py::TestBadInput::test_reader_cannot_write"  # one test; the seed fails it
+PLUGIN_FILE = f"""\
+version = 1
+[[expected]]
+property = "{BAD_ADDRESSES}"
+status = "FAIL"
+reason = "untyped addresses (finding 1)"
+[[expected]]
+property = "{SINGLE}"
+status = "FAIL"
+reason = "the seed lets a reader allocate"
+"""
+
+
+def suite(impl: str, expect: Path) -> subprocess.CompletedProcess[str]:
+    tests = [str(REPO / "shmref" / "suite" / name) for name in (BAD_ADDRESSES, SINGLE)]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
+    command += [*plugin_args(), "--shmref-impl", impl, "--shmref-expect", str(expect)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [*command, *tests], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
+
+
+def test_the_plugin_honours_the_same_file(tmp_path):
+    """The seed fails both properties: xfail, exit 0. refimpl passes them: the
+    one-test property is a strict XPASS, the parametrized one an unexpected pass."""
+    expect = tmp_path / "x.toml"
+    expect.write_text(PLUGIN_FILE)
+    seed = suite("seed", expect)
+    assert seed.returncode == 0 and "5 xfailed" in seed.stdout, seed.stdout + seed.stderr
+    fixed = suite("refimpl", expect)
+    assert fixed.returncode == 1, fixed.stdout + fixed.stderr
+    assert "[XPASS(strict)]" in fixed.stdout and "4 xpassed" in fixed.stdout
+    assert f"shmref: unexpected pass: {BAD_ADDRESSES} (none of its tests failed)" in fixed.stdout
+    expect.write_text(PLUGIN_FILE.replace('"FAIL"', '"FIALED"', 1))
+    bad = suite("seed", expect)
+    assert bad.returncode == 4 and f"--shmref-expect: {expect}:4: unknown status" in bad.stderr
