@@ -119,3 +119,14 @@ def test_repeat_all_needs_repeat(capsys):
 
     assert cli.main(["--impl", "refimpl", "--repeat-all"]) == 2
     assert "--repeat-all goes with --repeat N" in capsys.readouterr().err
+
+
+def test_the_seed_baseline_gets_the_same_repeats(tmp_path, monkeypatch):
+    """With --repeat N the seed's own run repeats too (cached apart), so that
+    a flake of the seed is FLAKY beside the property, not its behaviour."""
+    from shmref.oracle.baseline import SeedBaseline
+
+    monkeypatch.setenv("SHMREF_CACHE_DIR", str(tmp_path))
+    once, thrice = SeedBaseline(True, (SEED,), False), SeedBaseline(True, (SEED,), False, repeat=3)
+    assert "--repeat" not in once.args and thrice.args[-2:] == ["--repeat", "3"]
+    assert thrice.folder.name == once.folder.name + "-repeat3"

@@ -331,6 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         progress=not args.no_progress,
         only=args.only,
+        repeat=args.repeat,
     )
 
     def rerun(names: list[str], attempt: int) -> Report:

@@ -128,6 +128,7 @@ def run(
     shrink_budget: float = DEFAULT_SHRINK_BUDGET,
     progress: bool = True,
     only: Collection[str] | None = None,
+    repeat: int = 1,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -138,7 +139,9 @@ def run(
     runs is said on stderr (shmref.oracle.progress); `only`: just these
     properties (names of the report's property column, or a suite test
     class's or file's for all of its), as the seed baseline re-runs an
-    accident (shmref.oracle.baseline)."""
+    accident (shmref.oracle.baseline); `repeat`: the seed baseline runs
+    what did not pass up to that many times, so that a flake of the seed is
+    FLAKY there too, not taken for its behaviour."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
@@ -149,7 +152,9 @@ def run(
     seed_run: SeedBaseline | None = None
     seed_problem = ""
     if baseline and name != "shmref_seed":
-        seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout, workers)
+        seed_run = SeedBaseline(
+            quick, levels, all_groups, timeout, call_timeout, workers, repeat=repeat
+        )
         try:
             seed_run.start()
         except SeedError as exc:
