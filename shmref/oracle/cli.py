@@ -352,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"report: {out / 'conformance.md'} ({report.seconds:.0f} s)")
     if (out / PAGE).is_file():
         print(f"page: {out / PAGE} (the failures drawn; opens offline)")
+    if verdict := gating.said(report, args):
+        print(verdict)
     return 0 if report.gate else 1
 
 

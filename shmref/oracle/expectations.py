@@ -107,7 +107,8 @@ class Expectations:
         wanted = tuple(dict.fromkeys(s for e in entries for s in e.statuses))
         got = check.status
         if not entries:
-            return [Surprise(kind_of(got), check.name, "", (), got)] if got in BAD else []
+            bad = got in BAD
+            return [Surprise(kind_of(got), check.name, "", (), label_of(check))] if bad else []
         if as_expected(check, wanted):
             if not cases:
                 return []

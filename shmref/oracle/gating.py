@@ -93,7 +93,7 @@ def finish(
     rerun: Callable[[list[str], int], Report],
 ) -> Report:
     """After the run: repeats, the expectations judged and written, the
-    report's files written again if any of that changed it; what it found said."""
+    report's files written again if any of that changed it."""
     if args.repeat > 1:
         repeat(report, args.repeat, args.repeat_all, rerun)
         flaky = [c for c in report.checks if c.attempts and len(set(c.attempts)) > 1]
@@ -103,10 +103,18 @@ def finish(
         report.expectations = expect.summary(report.checks)
     if args.repeat > 1 or expect is not None:
         write_files(report, out)
-    if expect is not None:
-        surprises = expect.judge(report.checks)
-        print("\n".join(expectations.report_lines(surprises, str(args.expect))))
     if args.write_expectations is not None:
         count = expectations.write(args.write_expectations, report.checks, expect)
         print(f"expectations: {count} entries written to {args.write_expectations}")
     return report
+
+
+def said(report: Report, args: argparse.Namespace) -> str:
+    """The last lines of the run's output: what the expectations file did not expect."""
+    if report.expectations is None:
+        return ""
+    surprises = [
+        expectations.Surprise(s["kind"], s["property"], s["case"], tuple(s["expected"]), s["got"])
+        for s in report.expectations["surprises"]
+    ]
+    return "\n".join(expectations.report_lines(surprises, str(args.expect)))
