@@ -53,6 +53,7 @@ def test_runs_that_differ_are_flaky_and_the_same_keep_their_status():
     assert b.detail.startswith("FAIL on all 3 runs")
     assert (c.attempts, d.attempts) == ([], [])
     assert first.level_status(SEED) == FAIL  # a flake is no pass
+    assert first.seconds == 3.0  # the three runs' time together
 
 
 def test_repeat_all_runs_passing_properties_too():

@@ -40,6 +40,7 @@ def repeat(report: Report, runs: int, every: bool, rerun: Rerun) -> Report:
         if not pending:
             break
         again = rerun(sorted({name for _level, name in pending}), attempt)
+        report.seconds += again.seconds  # the report's time is the runs' together
         got = {(c.level, c.name): c for c in again.checks}
         for key in pending:
             if key in got:
