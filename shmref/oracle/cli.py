@@ -51,7 +51,6 @@ from shmref.core.paths import checkout
 from shmref.oracle import gating
 from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
 from shmref.oracle.hazards import HAZARDS, Hazard
-from shmref.oracle.report import Report
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_SHRINK_BUDGET,
@@ -333,13 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         only=args.only,
         repeat=args.repeat,
     )
-
-    def rerun(names: list[str], attempt: int) -> Report:
-        folder = out / "repeat" / str(attempt)
-        return judge(folder, baseline=False, progress=False, only=names)
-
     try:
-        report = gating.finish(judge(out), out, args, expect, rerun)
+        report = gating.finish(judge, out, args, expect)
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
         return 130

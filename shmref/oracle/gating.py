@@ -86,14 +86,21 @@ def expected(args: argparse.Namespace) -> Expectations | int | None:
 
 
 def finish(
-    report: Report,
+    judge: Callable[..., Report],
     out: Path,
     args: argparse.Namespace,
     expect: Expectations | None,
-    rerun: Callable[[list[str], int], Report],
 ) -> Report:
-    """After the run: repeats, the expectations judged and written, the
-    report's files written again if any of that changed it."""
+    """The run (`judge(out)`, cli.py's run with the options bound), then the
+    repeats (`judge` again with --only, in out/repeat/K), the expectations
+    judged and written, and the report's files written again if any of that
+    changed it."""
+
+    def rerun(names: list[str], attempt: int) -> Report:
+        folder = out / "repeat" / str(attempt)
+        return judge(folder, baseline=False, progress=False, only=names)
+
+    report = judge(out)
     if args.repeat > 1:
         repeat(report, args.repeat, args.repeat_all, rerun)
         flaky = [c for c in report.checks if c.attempts and len(set(c.attempts)) > 1]
