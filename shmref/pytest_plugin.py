@@ -10,7 +10,11 @@ guard, so that
 
 runs the conformance suite against their module, with their own options
 (`-x`, `-k`, `--lf`, `-n auto`). The suite's fixtures live in
-`shmref/suite/conftest.py` and apply to the suite only.
+`shmref/suite/conftest.py` and apply to the suite only. With
+`--shmref-expect FILE` (the oracle's expectations file, `--expect`) a test
+of a property the file expects to fail is xfail: strict when the property
+is one test; a property of several tests (parametrized) must still have a
+failing one, else the session fails naming it (an unexpected pass).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import os
 import signal
 import threading
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from shmref.oracle.expectations import Expectations
     from shmref.testing.shrinkbudget import ShrinkBudget
 
 IMPL_ENV = "SHMREF_IMPL"
@@ -68,6 +74,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --shmref-impl: seconds this session (each xdist worker) may spend shrinking "
         f"failing examples, all tests together (default {SHRINK_BUDGET:g}; 0: none; a "
         "failure found after that keeps its example unshrunk, and says so)",
+    )
+    group.addoption(
+        "--shmref-expect",
+        default=None,
+        metavar="FILE",
+        help="with --shmref-impl: the expectations file of `python -m shmref.conformance "
+        "--expect`: the tests of a property it expects to fail are xfail, and one that "
+        "passes fails the session (an unexpected pass)",
     )
 
 
@@ -139,6 +153,82 @@ def use_suite_settings(config: pytest.Config) -> None:
     budget = shrink_budget(config)
     budget.install()
     config.pluginmanager.register(BudgetNotes(budget))
+    if config.getoption("shmref_expect"):
+        config.pluginmanager.register(ExpectedFailures(expectations(config)))
+
+
+def expectations(config: pytest.Config) -> Expectations:
+    from shmref.oracle.expectations import ExpectationsError, load
+
+    try:
+        return load(Path(config.getoption("shmref_expect")))
+    except ExpectationsError as exc:
+        raise pytest.UsageError(f"--shmref-expect: {exc}") from None
+
+
+class ExpectedFailures:
+    """The tests of each property the file expects to fail (a status that
+    fails a level) marked xfail; a property of several tests checked at the end."""
+
+    def __init__(self, expect: Expectations) -> None:
+        self.expect = expect
+        self.failed: dict[str, bool] = {}  # listed property of several tests -> one failed
+
+    def expected_failure(self, item: pytest.Item) -> tuple[str, str, bool] | None:
+        """(property, reason, whether it may also pass) for a listed test, else None."""
+        from shmref.core.paths import SUITE_DIR
+        from shmref.oracle.testgroups import property_key, suite_node_id
+        from shmref.oracle.verdict import BAD
+
+        if SUITE_DIR not in Path(str(item.path)).resolve().parents:
+            return None
+        key = property_key(suite_node_id(item.nodeid))
+        entries = self.expect.of(key[1]) if key else []
+        statuses = {s for e in entries if not e.case for s in e.statuses}
+        if key is None or not statuses & set(BAD):
+            return None
+        reason = "; ".join(e.reason for e in entries if e.reason) or "listed"
+        return key[1], f"{self.expect.source}: {reason}", not statuses <= set(BAD)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        listed = [(item, found) for item in items if (found := self.expected_failure(item))]
+        counts: dict[str, int] = {}
+        for _item, (prop, _reason, _may_pass) in listed:
+            counts[prop] = counts.get(prop, 0) + 1
+        for item, (prop, reason, may_pass) in listed:
+            alone = counts[prop] == 1
+            item.add_marker(pytest.mark.xfail(strict=alone and not may_pass, reason=reason))
+            if not alone and not may_pass:
+                self.failed.setdefault(prop, False)
+                item.stash[PROPERTY] = prop
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        prop = item.stash.get(PROPERTY, None)
+        if prop is not None and report.skipped and hasattr(report, "wasxfail"):
+            self.failed[prop] = True  # one of its tests failed, as expected
+        return report
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        passed = sorted(p for p, failed in self.failed.items() if not failed)
+        if not passed or session.config.getoption("collectonly"):
+            return
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for prop in passed:
+            if reporter is not None:
+                reporter.ensure_newline()
+                reporter.write_line(
+                    f"shmref: unexpected pass: {prop} (none of its tests failed); "
+                    f"record it in {self.expect.source}"
+                )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+PROPERTY = pytest.StashKey[str]()
 
 
 def shrink_budget(config: pytest.Config) -> ShrinkBudget:

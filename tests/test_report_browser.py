@@ -281,3 +281,65 @@ def test_the_check_catches_a_page_whose_script_never_finished(browser: Browser, 
     page.write_text(text.replace('"use strict";', '"use strict"; return;', 1))
     browser.open(page.as_uri())
     assert browser.js("document.body.dataset.ready") is None
+
+
+NEW_FAILURE = "test_ring.py::TestBadInput::test_more_live_chunks_than_ids"  # drawn
+FIXED = "hazard MCDoubleRead"
+
+
+@pytest.fixture()
+def judged_page(tmp_path: Path) -> Path:
+    """The seed's report as a store's that its expectations file judged: it
+    lists every failure but NEW_FAILURE, and FIXED, which this store passes
+    (not the seed's result)."""
+    from shmref.oracle.expectations import parse
+    from shmref.oracle.verdict import BAD, Check
+
+    out = tmp_path / "report"
+    shutil.copytree(FIXTURE, out)
+    report = json.loads((out / "conformance.json").read_text())
+    checks = [c for level in report["levels"].values() for c in level["checks"]]
+    listed = [c["name"] for c in checks if c["status"] in BAD and c["name"] != NEW_FAILURE]
+    for check in checks:
+        if check["name"] == FIXED:
+            check.update(status="pass", failures=[], detail="closed")
+    text = "version = 1\n" + "".join(
+        f'[[expected]]\nproperty = "{name}"\nstatus = "FAIL"\n' for name in listed
+    )
+    expect = parse(text, "store.toml")
+    report["expectations"] = expect.summary([Check(**c) for c in checks])
+    (out / "conformance.json").write_text(json.dumps(report))
+    written = html.write_report(out, quiet=True)
+    assert written is not None
+    return written
+
+
+def test_the_page_leads_with_what_differs_and_marks_expected_failures(
+    browser: Browser, judged_page: Path
+) -> None:
+    browser.open(judged_page.as_uri())
+    assert browser.js("document.body.dataset.ready") == "yes" and browser.problems() == []
+    leading = browser.js("[...document.querySelectorAll('ul.differs li')].map(l => l.dataset.name)")
+    assert leading == [NEW_FAILURE, FIXED]  # the surprises, in level order
+    why = browser.js("[...document.querySelectorAll('ul.differs .why')].map(w => w.textContent)")
+    assert why == ["new failure", "unexpected pass"]
+    above = browser.js(
+        "document.querySelector('ul.differs').getBoundingClientRect().top < "
+        "document.querySelector('table.grid').getBoundingClientRect().top"
+    )
+    assert above  # before the grid
+    rows = browser.js(
+        "[...document.querySelectorAll('tbody tr')].map(r => "
+        "[r.querySelector('code').textContent, r.dataset.status, r.dataset.expected])"
+    )
+    assert [name for name, _s, _m in rows[:2]] == leading  # the grid leads with them too
+    marks = {name: mark for name, _s, mark in rows}
+    assert marks[NEW_FAILURE] == "unexpected" and marks[FIXED] == ""
+    failing = [name for name, status, _m in rows if status == "FAIL"]
+    assert {marks[name] for name in failing if name != NEW_FAILURE} == {"expected"}
+    opened = browser.js("document.querySelector('details.failure[open] code').textContent")
+    assert opened == NEW_FAILURE  # the first failure drawn and open is the new one
+    assert "2 properties not as expected" in browser.js(
+        "document.querySelector('p.sub').textContent"
+    )
+    browser.screenshot(SCREENSHOTS / "conformance-judged.png")

@@ -377,3 +377,76 @@ def test_each_mutant_is_caught(mutant: str, tmp_path: Path) -> None:
     assert name in found, f"{name} was not run on {mutant}"
     assert found[name][1] == status, (mutant, name, found[name])
     assert found[name][2].lower() in ("pass", ""), f"the seed fails {name} too: no kill"
+
+
+# -- its expectations files: what it fails on purpose (issue 42) ---------------------------
+
+EXPECTATIONS = {
+    "alone": "alone.toml",
+    "writer beside the seed's readers": "writer-beside-seed-readers.toml",
+    "readers beside refimpl's writer": "readers-beside-refimpl-writer.toml",
+}
+
+
+def gate(out: Path, expect: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The oracle's quick run gated by one of the expectations files (make rust-conformance)."""
+    command = [sys.executable, "-m", "shmref.conformance", *args, "--quick", "--out", str(out)]
+    command += ["--no-progress", "--expect", str(RUST_DIR / "expectations" / expect)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=REPO)
+
+
+def surprises(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line.strip() for line in proc.stdout.splitlines() if line.startswith("  ")]
+
+
+def test_every_expectations_file_reads_and_gives_every_failure_a_reason() -> None:
+    from shmref.oracle.expectations import load
+
+    for name in EXPECTATIONS.values():
+        found = load(RUST_DIR / "expectations" / name)
+        assert found.entries and all(
+            "FINDINGS.md" in e.reason or "seed" in e.reason for e in found.entries
+        ), name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_it_gates_every_level_with_its_expectations(run: str, program: Path, tmp_path: Path):
+    """Every level, no --level: exit 0, every result as the file expects."""
+    proc = gate(tmp_path, EXPECTATIONS[run], *RUNS[run])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "expectations: every result as" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
+def test_a_mutant_is_named_alone_by_the_expectations(program: Path, tmp_path: Path) -> None:
+    """zero_secret breaks one property more than the file lists: exit 1, that one named."""
+    path = build("zero_secret")
+    proc = gate(tmp_path, EXPECTATIONS["alone"], "--impl", f"exec:{path}", "--no-shrink")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert surprises(proc) == [
+        "new failure: test_ring.py::test_secret_is_random (expected no failure, got FAIL)"
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
+def test_a_lie_in_the_file_is_an_unexpected_pass(program: Path, tmp_path: Path) -> None:
+    """A file that lists a property the program passes (a failure whose cause
+    is gone) gets it named as an unexpected pass, to be recorded."""
+    lie = tmp_path / "lie.toml"
+    text = (RUST_DIR / "expectations" / EXPECTATIONS["alone"]).read_text()
+    lie.write_text(
+        text + '\n[[expected]]\nproperty = "test_ring.py::test_secret_is_random"\n'
+        'status = "FAIL"\nreason = "a lie"\n'
+    )
+    proc = gate(
+        tmp_path / "out", str(lie), "--impl", f"exec:{program}", "--level", "seed-compatible"
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert surprises(proc) == [
+        "unexpected pass: test_ring.py::test_secret_is_random (expected FAIL, got pass); "
+        f"record it in {lie}"
+    ]

@@ -61,14 +61,16 @@ class SeedBaseline:
         timeout: float = 300.0,
         call_timeout: float = 10.0,
         workers: int | None = None,
+        repeat: int = 1,
     ) -> None:
         key = fingerprint(quick and not all_groups, levels) + ("-all" if all_groups else "")
+        key += f"-repeat{repeat}" if repeat > 1 else ""  # its flakes found as the run's are
         self.folder = cache_dir("seed-baseline") / key
         self.args = ["--quick"] * quick + ["--all-groups"] * all_groups
         self.args += ["--timeout", str(timeout), "--call-timeout", str(call_timeout)]
         self.args += [arg for level in levels for arg in ("--level", level)]
         self.args += ["--workers", str(workers)] if workers else []
-        self.args += ["--no-progress"]
+        self.args += ["--no-progress"] + (["--repeat", str(repeat)] if repeat > 1 else [])
         self.child: subprocess.Popen[bytes] | None = None
         self.work: Path | None = None
 

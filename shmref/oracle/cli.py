@@ -41,6 +41,7 @@ or hangs there gets that property's ERROR, CRASH or TIMEOUT in the report.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import signal
 import sys
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shmref.core.paths import checkout
+from shmref.oracle import gating
 from shmref.oracle.console import finish, hazard_said
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
@@ -262,8 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="check a recording (JSON, shmref.traces.recorder) with TLC",
     )
+    gating.add_options(parser)
     args = parser.parse_args(argv)
 
+    if (code := gating.compared(args)) is not None:
+        return code
     if args.validate_trace:
         result = validate_either(Recording.load(args.validate_trace))
         print(result.explain())
@@ -290,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     hazards = {h.model: h for h in HAZARDS}
     if args.hazard and args.hazard not in hazards:
         parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
+    expect = gating.expected(args)
+    if isinstance(expect, int):
+        return expect
     if args.counterexample and not args.hazard:
         parser.error("--counterexample FILE goes with --hazard MODEL")
     supplied = None
@@ -329,38 +337,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = (gate.detail.splitlines() or [""])[0]  # the rest is in the report
         print(f"{gate.name}: {gate.status}: {first}", file=sys.stderr)
         return finish(report, out)
+    judge = functools.partial(
+        run,
+        name,
+        quick=args.quick,
+        levels=levels,
+        baseline=not args.no_baseline and not args.hazard,
+        shrink=not args.no_shrink,
+        all_groups=args.all_groups,
+        timeout=args.timeout,
+        call_timeout=args.call_timeout,
+        impl_root=checked.found.get("root") or "",
+        workers=args.workers,
+        shrink_budget=(
+            args.shrink_budget
+            if args.shrink_budget is not None
+            else QUICK_SHRINK_BUDGET
+            if args.quick
+            else DEFAULT_SHRINK_BUDGET
+        ),
+        progress=not args.no_progress and not args.hazard,
+        only=args.only,
+        first=[gate] if gate is not None else [],
+        counterexample=args.counterexample,
+        repeat=args.repeat,
+    )
     try:
-        report = run(
-            name,
-            out,
-            args.quick,
-            levels,
-            baseline=not args.no_baseline and not args.hazard,
-            shrink=not args.no_shrink,
-            all_groups=args.all_groups,
-            timeout=args.timeout,
-            call_timeout=args.call_timeout,
-            impl_root=checked.found.get("root") or "",
-            workers=args.workers,
-            shrink_budget=(
-                args.shrink_budget
-                if args.shrink_budget is not None
-                else QUICK_SHRINK_BUDGET
-                if args.quick
-                else DEFAULT_SHRINK_BUDGET
-            ),
-            progress=not args.no_progress and not args.hazard,
-            only=args.only,
-            first=[gate] if gate is not None else [],
-            counterexample=args.counterexample,
-        )
+        report = gating.finish(judge, out, args, expect)
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
         return 130
     if args.hazard:
         source = supplied.source if supplied else "the model's shipped counterexamples"
         return hazard_said(report, hazards[args.hazard], source, out)
-    return finish(report, out)
+    finish(report, out)
+    if verdict := gating.said(report, args):
+        print(verdict)
+    return 0 if report.gate else 1
 
 
 def forget_reports(out: Path) -> None:

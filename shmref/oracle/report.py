@@ -3,11 +3,15 @@ conformance.json and conformance.md (failures with their trace and a replay comm
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from shmref.core import tables
+from shmref.core.paths import SUITE_DIR
 from shmref.oracle.verdict import (
     ASSUMPTION,
     BAD,
@@ -19,7 +23,11 @@ from shmref.oracle.verdict import (
     level_status,
     shell_impl,
 )
+from shmref.traces.shipped import TRACES_DIR
 
+# conformance.json's JSON Schema, shipped in the wheel (shmref/oracle/report.schema.json)
+SCHEMA_ID = "https://shmref.invalid/conformance/1/report.schema.json"
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 SHOWN_LINES = 80  # longer traces: head and tail in the report, all of it in a file
 
 
@@ -32,9 +40,18 @@ class Report:
     not_run: list[str]
     levels: tuple[str, ...] = LEVELS
     seed_levels: dict[str, str] = field(default_factory=dict)  # the seed's level results
+    # with --expect: the file, what it expects and the results it does not (oracle.expectations)
+    expectations: dict[str, Any] | None = None
 
     def level_status(self, level: str) -> str:
         return level_status(self.checks, level, self.levels)
+
+    @property
+    def gate(self) -> bool:
+        """What the exit status says: with --expect every result as expected, else `ok`."""
+        if self.expectations is not None:
+            return not self.expectations["surprises"]
+        return self.ok
 
     @property
     def ok(self) -> bool:
@@ -42,6 +59,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema": SCHEMA_ID,
+            "suite": suite_version(),
             "impl": self.impl,
             "quick": self.quick,
             "seconds": round(self.seconds, 1),
@@ -56,6 +75,7 @@ class Report:
                 }
                 for level in LEVELS
             },
+            **({"expectations": self.expectations} if self.expectations is not None else {}),
         }
 
     def markdown(self, out: Path | None = None) -> str:
@@ -128,7 +148,7 @@ class Report:
                         *trace[-60:],
                     ]
                 lines += [
-                    f"`{f['case']}`",
+                    f"`{f['case']}`" + (f" (attempt {f['attempt']})" if f.get("attempt") else ""),
                     "",
                     "```",
                     *trace,
@@ -150,3 +170,19 @@ class Report:
         if self.not_run:
             lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
         return "\n".join(lines) + "\n"
+
+
+@cache
+def suite_version() -> str:
+    """What a property's result depends on besides the store: shmref's
+    version and a digest of the suite's tests and the shipped counterexamples.
+    Two reports of the same suite version judged the same properties."""
+    digest = hashlib.sha256()
+    for path in sorted([*SUITE_DIR.glob("*.py"), TRACES_DIR / "manifest.json"]):
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    try:
+        version = metadata.version("shmref")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    return f"{version}+{digest.hexdigest()[:12]}"

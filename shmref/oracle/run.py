@@ -70,7 +70,7 @@ def fresh(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("conformance.json", "conformance.md", PAGE):
         (out / stale).unlink(missing_ok=True)
-    for folder in ("failures", "trace", "workers", sink.FOLDER):
+    for folder in ("failures", "trace", "workers", "repeat", sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
 
 
@@ -130,6 +130,7 @@ def run(
     only: Collection[str] | None = None,
     first: Sequence[Check] = (),
     counterexample: Path | None = None,
+    repeat: int = 1,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -142,7 +143,9 @@ def run(
     class's or file's for all of its), as the seed baseline re-runs an
     accident (shmref.oracle.baseline); `first`: checks already made (the
     contract check's, when it did not pass); `counterexample`: a user's TLC
-    output that the hazards are replayed on instead of the shipped ones."""
+    output that the hazards are replayed on instead of the shipped ones;
+    `repeat`: the seed baseline runs what did not pass up to that many times,
+    so that a flake of the seed is FLAKY there too, not taken for its behaviour."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
@@ -153,7 +156,9 @@ def run(
     seed_run: SeedBaseline | None = None
     seed_problem = ""
     if baseline and name != "shmref_seed":
-        seed_run = SeedBaseline(quick, levels, all_groups, timeout, call_timeout, workers)
+        seed_run = SeedBaseline(
+            quick, levels, all_groups, timeout, call_timeout, workers, repeat=repeat
+        )
         try:
             seed_run.start()
         except SeedError as exc:
@@ -259,10 +264,15 @@ def run(
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
     )
+    write_files(report, out)
+    return report
+
+
+def write_files(report: Report, out: Path) -> None:
+    """conformance.json, conformance.md and conformance.html of `report` in `out`."""
     write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
     write_atomically(out / "conformance.md", report.markdown(out))
     write_report(out)  # conformance.html: the failures drawn (shmref.render)
-    return report
 
 
 def gate_report(

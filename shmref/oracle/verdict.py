@@ -43,7 +43,10 @@ PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT = (
     "CRASH",  # the implementation's process died (a signal, or exited) during the property
     "TIMEOUT",  # the property ran past --timeout; its process was killed
 )
-BAD = (FAIL, ERROR, CRASH, TIMEOUT)  # statuses that fail a level
+# a property whose attempts under --repeat gave different statuses (Check.attempts)
+FLAKY = "FLAKY"
+STATUSES = (PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT, FLAKY)
+BAD = (FAIL, ERROR, CRASH, TIMEOUT, FLAKY)  # statuses that fail a level
 RUN_CHECKS = (
     "the run",
     "pytest",
@@ -57,11 +60,12 @@ class Check:
     level: str
     name: str
     what: str
-    status: str  # pass, FAIL, ERROR, CRASH, TIMEOUT, skip, not run, assumption
+    status: str  # pass, FAIL, ERROR, CRASH, TIMEOUT, skip, not run, assumption, FLAKY
     cases: str = ""
     detail: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)  # trace, command, case
     seed: str = ""
+    attempts: list[str] = field(default_factory=list)  # each run's status, under --repeat
 
 
 def impl_arg(name: str) -> str:

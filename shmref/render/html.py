@@ -4,10 +4,14 @@ run's conformance.json and the traces its checks left in DIR/timelines.
 
     python -m shmref.render DIR     (re)write DIR/conformance.html
 
-At the top the levels and a grid of every property, the implementation's
-status beside the seed's, filterable by level and status; below, every
-failing property with each failure's trace drawn as a timeline over the ring
-(shmref.render.svg), its text, and its replay command with a copy button.
+At the top the levels, then what differs: every property whose result is
+not the seed's or not what the expectations file (--expect) says, each
+linked to its drawing; then a grid of every property (those first), the
+implementation's status beside the seed's, an expected failure marked apart
+from an unexpected one, filterable by level and status; below, every
+failing property (those that differ first) with each failure's trace
+drawn as a timeline over the ring (shmref.render.svg), its text, and its
+replay command with a copy button.
 What cannot be drawn (no trace recorded, a trace file that cannot be read)
 is said in one line on the page and on the terminal, never a broken page.
 """
@@ -29,7 +33,19 @@ from shmref.render.model import Trace
 
 PAGE = "conformance.html"
 SHOWN_FAILURES = 4  # per property, as in conformance.md
-STATUS_ORDER = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "assumption", "pass", "skip", "not run")
+STATUS_ORDER = (
+    "FAIL",
+    "ERROR",
+    "CRASH",
+    "TIMEOUT",
+    "FLAKY",
+    "assumption",
+    "pass",
+    "skip",
+    "not run",
+)
+BAD = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "FLAKY")  # as shmref.oracle.verdict's
+NO_SEED = ("", "absent", "no seed")  # a seed column that says nothing to differ from
 
 
 @dataclass
@@ -54,6 +70,17 @@ class Property:
     failures: list[Failure] = field(default_factory=list)
     more: list[str] = field(default_factory=list)  # failing cases beyond SHOWN_FAILURES
     open: bool = False  # shown open on load (the first drawn failure)
+    expected: str = ""  # what the expectations file says of it ("" if it is not listed)
+    surprise: str = ""  # the results the file does not expect: 'new failure', ...
+
+    @property
+    def differs(self) -> bool:
+        """Its result is not the seed's."""
+        return self.seed not in NO_SEED and self.status != self.seed
+
+    @property
+    def leads(self) -> bool:
+        return self.differs or bool(self.surprise)
 
 
 @dataclass
@@ -66,6 +93,18 @@ class Page:
     properties: list[Property]
     not_run: list[str]
     notices: list[str]  # page-wide problems, each one line
+    expectations: str = ""  # the file the results were judged by ("" if none)
+
+    @property
+    def leading(self) -> list[Property]:
+        """What differs from the expectations, then from the seed."""
+        return sorted((p for p in self.properties if p.leads), key=lambda p: not p.surprise)
+
+    def mark(self, prop: Property) -> str:
+        """'expected' or 'unexpected' for a failure judged by a file, else ''."""
+        if not self.expectations or prop.status not in BAD:
+            return ""
+        return "unexpected" if prop.surprise else "expected"
 
     @property
     def statuses(self) -> list[str]:
@@ -79,9 +118,18 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
     levels = []
     missing: list[str] = []
     long: list[str] = []
+    judged = report.get("expectations") or {}
+    expected: dict[str, list[str]] = {}
+    for entry in judged.get("expected", []):
+        statuses = expected.setdefault(str(entry.get("property", "")), [])
+        statuses += [s for s in entry.get("status", []) if s not in statuses]
+    surprises: dict[str, list[str]] = {}
+    for found in judged.get("surprises", []):
+        case = f" ({found['case']})" if found.get("case") else ""
+        surprises.setdefault(str(found.get("property", "")), []).append(found["kind"] + case)
     for level, data in report.get("levels", {}).items():
         checks = data.get("checks", [])
-        failing = sum(1 for c in checks if c.get("status") in ("FAIL", "ERROR", "CRASH", "TIMEOUT"))
+        failing = sum(1 for c in checks if c.get("status") in BAD)
         levels.append({"name": level, **data, "failing": failing, "count": len(checks)})
         for check in checks:
             prop = Property(
@@ -94,6 +142,8 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
                 str(check.get("cases", "")),
                 str(check.get("detail", "")),
             )
+            prop.expected = " or ".join(expected.get(prop.name, []))
+            prop.surprise = "; ".join(surprises.get(prop.name, []))
             failures = check.get("failures") or []
             for raw in failures[:SHOWN_FAILURES]:
                 failure = Failure(
@@ -120,6 +170,7 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
                 prop.failures.append(failure)
             prop.more = [str(f.get("case", "")) for f in failures[SHOWN_FAILURES:]]
             properties.append(prop)
+    properties.sort(key=lambda p: not p.leads)  # what differs first, each in level order
     drawn = [p for p in properties if any(f.picture for f in p.failures)]
     first = drawn or [p for p in properties if p.failures]
     if first:
@@ -144,6 +195,7 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
         properties,
         [str(n) for n in report.get("not_run", [])],
         notices,
+        str(judged.get("file", "")),
     )
 
 
