@@ -92,6 +92,22 @@ def test_a_users_counterexample_that_does_not_parse_is_one_line(tmp_path: Path) 
     assert "Traceback" not in proc.stderr
 
 
+def test_a_users_counterexample_is_replayed_and_named(tmp_path: Path) -> None:
+    """`--hazard MODEL --counterexample FILE`: the user's TLC output (here the
+    saved lasso, outside the package) replayed instead of the shipped ones."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "shmref.conformance", "--impl", "refimpl", "--out", str(tmp_path)]
+        + ["--hazard", "MCCopyFail", "--counterexample", str(LASSO)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"counterexample: {LASSO} (supplied)" in proc.stdout and "PASS" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
 # -- one status per store, whichever counterexample ----------------------------------------
 
 

@@ -69,8 +69,12 @@ class Counterexample:
 
     @property
     def source(self) -> str:
-        """How the report names it: the file in the package and how TLC made it."""
-        return f"{self.path.relative_to(SPEC_DIR.parent)} ({self.made})"
+        """How the report names it: the file (in the package, or a user's) and
+        how TLC made it."""
+        where = self.path
+        if where.is_relative_to(SPEC_DIR.parent):
+            where = where.relative_to(SPEC_DIR.parent)
+        return f"{where} ({self.made})"
 
 
 # -- digests --------------------------------------------------------------------------
