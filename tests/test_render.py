@@ -307,3 +307,19 @@ def test_the_page_says_when_a_trace_is_too_long_to_draw_whole(
         page.read_text()
     )
     assert "too long to draw whole" in capsys.readouterr().err
+
+
+def test_what_differs_says_when_there_is_no_seed_to_differ_from(tmp_path: Path) -> None:
+    """With the seed baseline, every property having the seed's result is
+    said so; without it (--no-baseline), the page does not claim that."""
+    out = folder(tmp_path, [failure("MCDoubleRead")], [])
+    page = html.write_report(out, quiet=True)
+    assert page is not None and "Every property has the seed's result" in page.read_text()
+    data = report([failure("MCDoubleRead")])
+    for check in data["levels"]["protocol-safe"]["checks"]:
+        check["seed"] = ""
+    (out / "conformance.json").write_text(json.dumps(data))
+    page = html.write_report(out, quiet=True)
+    assert page is not None
+    text = page.read_text()
+    assert "Every property has the seed's result" not in text and "No seed result" in text

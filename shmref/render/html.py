@@ -96,6 +96,11 @@ class Page:
     expectations: str = ""  # the file the results were judged by ("" if none)
 
     @property
+    def has_seed(self) -> bool:
+        """Some property has the seed's result beside it (the baseline ran)."""
+        return any(p.seed not in NO_SEED for p in self.properties)
+
+    @property
     def leading(self) -> list[Property]:
         """What differs from the expectations, then from the seed."""
         return sorted((p for p in self.properties if p.leads), key=lambda p: not p.surprise)
