@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+from shmref.process.segments import held_among
+
 SHM = Path("/dev/shm")
 
 
@@ -18,31 +20,8 @@ def shm_names() -> set[str]:
 
 
 def held_inodes() -> set[int]:
-    """Inodes of /dev/shm files that a live process has open or mapped. By
-    inode, not name: glibc's sem_open maps a temporary file, then links it
-    to the semaphore's name, so a mapping shows another (deleted) name."""
-    held: set[int] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-                for line in maps:
-                    if "/dev/shm/" in line:
-                        held.add(int(line.split()[4]))
-        except (OSError, ValueError, IndexError):
-            pass  # gone, or not ours to read
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/shm/"):
-                    held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
-            except OSError:
-                continue
-    return held
+    """Inodes of /dev/shm files that any live process has open or mapped."""
+    return held_among(None, (pid for pid in os.listdir("/proc") if pid.isdigit()))
 
 
 def orphans(before: set[str], settle: float = 0.0) -> list[str]:

@@ -31,8 +31,11 @@ def names() -> frozenset[str]:
         return frozenset()
 
 
-def held_among(inodes: set[int], pids: Iterable[str]) -> set[int]:
-    """Which of `inodes` the processes `pids` have open or mapped."""
+def held_among(inodes: set[int] | None, pids: Iterable[str]) -> set[int]:
+    """Which of `inodes` (None: any /dev/shm file's) the processes `pids`
+    have open or mapped. By inode, not name: glibc's sem_open maps a
+    temporary file, then links it to the semaphore's name, so a mapping
+    shows another (deleted) name."""
     held: set[int] = set()
     for pid in pids:
         try:
@@ -40,7 +43,11 @@ def held_among(inodes: set[int], pids: Iterable[str]) -> set[int]:
                 for line in maps:
                     if "/dev/shm/" in line:
                         fields = line.split()
-                        if len(fields) > 4 and fields[4].isdigit() and int(fields[4]) in inodes:
+                        if (
+                            len(fields) > 4
+                            and fields[4].isdigit()
+                            and (inodes is None or int(fields[4]) in inodes)
+                        ):
                             held.add(int(fields[4]))
         except OSError:
             continue
@@ -52,7 +59,7 @@ def held_among(inodes: set[int], pids: Iterable[str]) -> set[int]:
             try:
                 if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(SHM + "/"):
                     inode = os.stat(f"/proc/{pid}/fd/{fd}").st_ino
-                    if inode in inodes:
+                    if inodes is None or inode in inodes:
                         held.add(inode)
             except OSError:
                 continue
