@@ -59,6 +59,8 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
             )
         elif isinstance(action.default, float):
             found[option] = f"{action.default:g}"
+        elif option == "--max-timeouts":
+            found[option] = str(action.default)
     return found
 
 

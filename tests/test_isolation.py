@@ -375,3 +375,34 @@ def test_sigterm_stops_the_run_and_every_process_it_started(tmp_path):
     time.sleep(1)
     assert processes_naming(str(tmp_path)) == []
     assert not orphans(before, settle=2.0), "left in /dev/shm"
+
+
+def test_a_run_stopped_for_timeouts_gives_every_property_timeout():
+    """Which properties finished before the third TIMEOUT depends on the
+    scheduling, so all of them are TIMEOUT, not only the unfinished ones:
+    the contract check and the run-wide checks keep theirs."""
+    from shmref.oracle.run import stopped_for_timeouts
+    from shmref.oracle.verdict import FAIL, NOT_RUN, RUN_CHECKS, Check
+
+    hung = [("hardened", f"hung {k}") for k in range(3)]
+    checks = [
+        Check("hardened", "the contract check", "", PASS),
+        Check("hardened", RUN_CHECKS[0], "", PASS),
+        *(Check(level, name, "", TIMEOUT, detail="stack") for level, name in hung),
+        Check("hardened", "finished", "", PASS),
+        Check("hardened", "failed", "", FAIL, failures=[{"case": "x"}]),
+        Check("hardened", "unstarted", "", NOT_RUN),
+    ]
+    why = stopped_for_timeouts(checks, hung, 3)
+    assert "hung 0, hung 1, hung 2" in why and "--max-timeouts 0" in why
+    by_name = {c.name: c for c in checks}
+    assert by_name["the contract check"].status == PASS
+    assert by_name[RUN_CHECKS[0]].status == PASS
+    assert all(by_name[name].detail.startswith("stack") for _, name in hung)
+    for name, was in (
+        ("finished", "it was pass"),
+        ("failed", "it was FAIL"),
+        ("unstarted", "not run"),
+    ):
+        assert by_name[name].status == TIMEOUT and by_name[name].detail.endswith(was)
+    assert by_name["failed"].failures == []

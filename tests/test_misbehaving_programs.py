@@ -56,15 +56,16 @@ def alive(needle: str) -> list[str]:
 
 
 def oracle(
-    out: Path, impl: str, *args: str, limit: float = LIMIT
+    out: Path, impl: str, *args: str, limit: float = LIMIT, call_timeout: str | None = "5"
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     """One run of the oracle, held to what every run owes: an end of its own
     within `limit`, no traceback, nothing of the program left."""
     before = shm_names()
     started = time.monotonic()
+    bounds = ["--call-timeout", call_timeout] if call_timeout else []
     proc = subprocess.run(
         [sys.executable, "-m", "shmref.conformance", "--impl", impl, "--no-baseline"]
-        + ["--out", str(out), "--call-timeout", "5", *args],
+        + ["--out", str(out), *bounds, *args],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -110,6 +111,22 @@ def test_a_misbehaving_program_gets_its_status(tmp_path: Path, kind: str, when: 
         assert f"the contract check: {status}: " in proc.stderr
     else:
         assert all(c["name"] != "the contract check" for c in found)
+
+
+@pytest.mark.slow
+@GROUP
+def test_a_program_that_stops_answering_is_not_asked_again(tmp_path: Path) -> None:
+    """With the default bounds and every level: a program that hangs at its
+    first data call stops the run after --max-timeouts (3) properties, each
+    property TIMEOUT, instead of a call timeout for each property."""
+    impl = f"exec:python3 {PROGRAM} stubborn late"
+    proc, seconds = oracle(tmp_path, impl, call_timeout=None)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = checks(tmp_path)
+    assert len(found) > 30  # every property of every level
+    assert {c["status"] for c in found if c["name"] != "the contract check"} == {"TIMEOUT"}
+    report = json.loads((tmp_path / "conformance.json").read_text())
+    assert any("the run stopped after 3 properties ended TIMEOUT" in n for n in report["not_run"])
 
 
 @pytest.mark.slow

@@ -59,6 +59,7 @@ from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
+    DEFAULT_MAX_TIMEOUTS,
     DEFAULT_SHRINK_BUDGET,
     DEFAULT_TIMEOUT,
     QUICK_SHRINK_BUDGET,
@@ -76,18 +77,6 @@ from shmref.render.html import PAGE
 from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
 from shmref.traces.shipped import ShippedError
-
-# -- trace validation -----------------------------------------------------------------------
-
-
-# -- the run -------------------------------------------------------------------------------
-
-
-# -- the seed baseline ---------------------------------------------------------------------
-
-
-# -- the run -------------------------------------------------------------------------------
-
 
 # The report's folder without --out, stated once: OUT_HELP says it, default_out makes it.
 OUT_INSTALLED = "shmref-conformance"  # below the current folder
@@ -143,6 +132,12 @@ def budget(text: str) -> float:
 def count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 256:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes from 1 to 256")
+    return int(text)
+
+
+def limit(text: str) -> int:
+    if not text.isdigit() or int(text) > 10_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 10000")
     return int(text)
 
 
@@ -216,6 +211,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(default {DEFAULT_SHRINK_BUDGET:g}, with --quick {QUICK_SHRINK_BUDGET:g}; 0: report "
         "them unshrunk); a counterexample the "
         "budget cut short says so in the report",
+    )
+    parser.add_argument(
+        "--max-timeouts",
+        type=limit,
+        default=DEFAULT_MAX_TIMEOUTS,
+        metavar="N",
+        help="after N properties end TIMEOUT the run stops and every property is TIMEOUT: a "
+        f"store that stopped answering is not asked again (default {DEFAULT_MAX_TIMEOUTS}; "
+        "0: never stop)",
     )
     parser.add_argument(
         "--workers",
@@ -361,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         first=[gate] if gate is not None else [],
         counterexample=args.counterexample,
         repeat=args.repeat,
+        max_timeouts=args.max_timeouts,
     )
     try:
         report = gating.finish(judge, out, args, expect)

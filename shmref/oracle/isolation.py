@@ -58,6 +58,11 @@ class Outcome:
     collect_errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # a child that died outside any property
     removed: list[str] = field(default_factory=list)  # what dead children left in /dev/shm
+    stopped: list[Unit] = field(default_factory=list)  # the TIMEOUTs that ended the run early
+
+    def timeouts(self) -> list[Unit]:
+        return [unit for unit, incident in self.incidents.items() if incident.status == TIMEOUT]
+
     children: int = 0
 
     RANK = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
@@ -156,10 +161,15 @@ def run_isolated(
     call_timeout: float,
     workers: int = 1,
     listener: Listener | None = None,
+    max_timeouts: int = 0,
 ) -> Outcome:
     """Run `job` in `workers` children at once (shmref.oracle.shards), each
     replaced when it dies, until every part of it has a result. `listener`
-    sees every event of every child (shmref.oracle.progress)."""
+    sees every event of every child (shmref.oracle.progress). Once
+    `max_timeouts` properties (0: no limit) have ended TIMEOUT, no more is
+    started: the store stopped answering, and asking each property again
+    would cost a call timeout each (`Outcome.stopped`; shmref.oracle.run
+    makes every property TIMEOUT then, whichever had finished)."""
     outcome = Outcome()
     claims = out / "workers" / "claims"
     shutil.rmtree(claims, ignore_errors=True)
@@ -179,9 +189,14 @@ def run_isolated(
                     continue
                 lanes.remove(lane)
                 successor = after(lane, result, job, outcome, hear)
+                if 0 < max_timeouts <= len(outcome.timeouts()):
+                    outcome.stopped = outcome.timeouts()
+                    break
                 if successor is not None:
                     outcome.children += 1
                     lanes.append(Lane(Child(successor, out, outcome.children), *lane.limits, hear))
+            if outcome.stopped:
+                break
             if lanes:
                 time.sleep(POLL)
         # every child is gone: what a store program left that no live process
@@ -189,10 +204,10 @@ def run_isolated(
         # for: shmref.process.segments); not swept while a sibling still runs
         if str(job.get("impl_arg", "")).startswith(("exec:", "mixed:")):
             outcome.removed += remove_orphans(before)
-    finally:  # interrupted (Ctrl-C, SIGTERM): the children are in sessions of their own
+    finally:  # stopped, or interrupted (Ctrl-C, SIGTERM): the children have sessions of their own
         for lane in lanes:
             lane.child.kill()
-            remove_orphans(lane.child.shm_before)
+            outcome.removed += remove_orphans(lane.child.shm_before)
     return outcome
 
 

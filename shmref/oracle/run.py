@@ -15,8 +15,9 @@ from typing import Any
 
 from shmref import tlc
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
+from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.isolation import run_isolated
+from shmref.oracle.isolation import Unit, run_isolated
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
 from shmref.oracle.testgroups import (
@@ -34,6 +35,7 @@ from shmref.oracle.verdict import (
     NOT_RUN,
     PROTOCOL,
     RUN_CHECKS,
+    TIMEOUT,
     Check,
     impl_arg,
     level_status,
@@ -54,6 +56,9 @@ DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take
 # (a failing run takes about a passing run's time plus this: bench/conformancebench.py):
 # a store that fails every state machine is judged within about twice a passing run's time.
 DEFAULT_SHRINK_BUDGET = 20.0
+# Properties that may end TIMEOUT before the run stops asking (0: never stops): a store that
+# stopped answering would otherwise cost a call timeout per property (minutes, not seconds).
+DEFAULT_MAX_TIMEOUTS = 3
 QUICK_SHRINK_BUDGET = 10.0  # --quick: a passing run takes seconds
 
 
@@ -131,6 +136,7 @@ def run(
     first: Sequence[Check] = (),
     counterexample: Path | None = None,
     repeat: int = 1,
+    max_timeouts: int = DEFAULT_MAX_TIMEOUTS,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -145,7 +151,9 @@ def run(
     contract check's, when it did not pass); `counterexample`: a user's TLC
     output that the hazards are replayed on instead of the shipped ones;
     `repeat`: the seed baseline runs what did not pass up to that many times,
-    so that a flake of the seed is FLAKY there too, not taken for its behaviour."""
+    so that a flake of the seed is FLAKY there too, not taken for its behaviour;
+    `max_timeouts`: after that many TIMEOUTs the run stops and every property
+    is TIMEOUT (stopped_for_timeouts)."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
@@ -205,7 +213,9 @@ def run(
             early[-1].start()
 
     try:
-        outcome = run_isolated(job, out, timeout, call_timeout, workers or default_workers(), hear)
+        outcome = run_isolated(
+            job, out, timeout, call_timeout, workers or default_workers(), hear, max_timeouts
+        )
     except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
         if seed_run is not None:
             seed_run.stop()
@@ -240,6 +250,8 @@ def run(
         checks = [
             c for c in checks if c.name in RUN_CHECKS or any(matches(n, c.name) for n in only)
         ]
+    if outcome.stopped:
+        not_run.append(stopped_for_timeouts(checks, outcome.stopped, max_timeouts))
     run_levels = tuple(level for level in LEVELS if level in levels)
     seed_levels: dict[str, str] = {}
     if name == "shmref_seed":
@@ -266,6 +278,30 @@ def run(
     )
     write_files(report, out)
     return report
+
+
+def stopped_for_timeouts(checks: list[Check], stopped: Sequence[Unit], limit: int) -> str:
+    """Make every property of a run stopped after `limit` TIMEOUTs TIMEOUT,
+    whichever had finished, and say why. Which properties finish before the
+    limit depends on the scheduling; that the store times out in `limit` of
+    them does not (for a store that hangs the same way each time), so this
+    rule gives the same statuses on every run where keeping the finished
+    ones would not. The contract check and the run-wide checks stay."""
+    names = ", ".join(name for _, name in stopped)
+    why = (
+        f"the run stopped after {limit} properties ended TIMEOUT ({names}): a store that stops "
+        f"answering is not asked again (--max-timeouts 0 runs every property)"
+    )
+    for check in checks:
+        if check.name in RUN_CHECKS or check.name == CONTRACT_CHECK:
+            continue
+        if (check.level, check.name) in stopped:
+            check.detail = f"{check.detail}\n\n{why}".strip()
+            continue
+        ran = f"before the stop it was {check.status}" if check.status != NOT_RUN else "not run"
+        check.status, check.failures = TIMEOUT, []
+        check.detail = f"{why}; {ran}"
+    return why
 
 
 def write_files(report: Report, out: Path) -> None:
