@@ -37,7 +37,12 @@ HEADER = struct.Struct("<ii")
 
 
 class SingleWriterShmRingBuffer:
-    """Single-writer, multi-reader ring of id-tagged chunks in shared memory."""
+    """Single-writer, multi-reader ring of id-tagged chunks in shared memory.
+
+    ``create=True`` makes the writer: a new segment of ``data_buffer_size``
+    bytes plus the secret, under `name` (None: a fresh name). A reader passes
+    the writer's `handle()`, ``(data_buffer_size, name)``, and attaches.
+    """
 
     ID_NBYTES = 4
     SIZE_NBYTES = 4

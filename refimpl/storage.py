@@ -64,7 +64,13 @@ class Read:
 
 
 class SingleWriterShmObjectStorage:
-    """Single-writer, multi-reader object store with FIFO eviction."""
+    """Single-writer, multi-reader object store with FIFO eviction.
+
+    Built on a ring: on the writer's ring it is the writer, which puts; a
+    reader's comes from `create_from_handle` and needs the readers'
+    `reader_lock`. `n_readers` is how many reads each hand-out owes before
+    its object may be reclaimed; `serde_class()` turns values into bytes.
+    """
 
     READER_LOCK_TIMEOUT: float | None = READER_LOCK_TIMEOUT  # see refimpl.readerlock
 
