@@ -7,6 +7,7 @@ the name, on a copy of a module with one docstring taken out."""
 from __future__ import annotations
 
 import ast
+import os
 import shlex
 import shutil
 import subprocess
@@ -22,9 +23,11 @@ RULES = "D100,D101,D102,D103,D104,D106"  # missing docstrings; D105, D107: see t
 def docstring_check() -> list[str]:
     """`make lint`'s docstring command as make expands it (`-n`: nothing runs)."""
     assert shutil.which("make"), "make is needed to read the lint target"
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # under `make test`: not the outer make's flags
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", "-o", "setup", "lint", f"PYTHON={sys.executable}"],
         cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k not in outer},
         capture_output=True,
         text=True,
         check=True,
