@@ -37,7 +37,12 @@ HEADER = struct.Struct("<ii")
 
 
 class SingleWriterShmRingBuffer:
-    """Single-writer, multi-reader ring of id-tagged chunks in shared memory."""
+    """Single-writer, multi-reader ring of id-tagged chunks in shared memory.
+
+    ``create=True`` makes the writer: a new segment of ``data_buffer_size``
+    bytes plus the secret, under `name` (None: a fresh name). A reader passes
+    the writer's `handle()`, ``(data_buffer_size, name)``, and attaches.
+    """
 
     ID_NBYTES = 4
     SIZE_NBYTES = 4
@@ -95,18 +100,26 @@ class SingleWriterShmRingBuffer:
     # -- sharing -----------------------------------------------------------
 
     def handle(self) -> tuple[int, str]:
+        """(data_buffer_size, segment name): the constructor's arguments for a reader."""
         return self.data_buffer_size, self._memory().name
 
     def get_auth_secret(self) -> bytes:
+        """The 32 random bytes at the segment's start that sign handles (`refimpl.handle`).
+
+        The writer draws them at creation; readers read the same bytes, so a
+        reader can check a handle without another channel to the writer.
+        """
         return bytes(self._buf()[: self.AUTH_SECRET_BYTES])
 
     # -- encoding ------------------------------------------------------------
 
     def int2byte(self, integer: int) -> bytes:
+        """`integer` as 4 little-endian signed bytes, the headers' and counts' encoding."""
         check_int("integer", integer, low=-(2**31), high=2**31 - 1)
         return integer.to_bytes(self.ID_NBYTES, "little", signed=True)
 
     def byte2int(self, byte_data: bytes | memoryview) -> int:
+        """The inverse of `int2byte`: little-endian signed bytes as an int."""
         if not isinstance(byte_data, (bytes, bytearray, memoryview)):
             raise BadArgumentType(f"byte_data must be bytes, not {type(byte_data).__name__}")
         return int.from_bytes(byte_data, "little", signed=True)

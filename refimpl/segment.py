@@ -128,6 +128,7 @@ def remove_if_abandoned(name: str) -> bool:
 
 
 def release_writer_lock(fd: int) -> None:
+    """Drop the writer's `flock` on its segment (fd -1: none held): the name is free again."""
     if fd >= 0:
         os.close(fd)
 

@@ -16,6 +16,12 @@ from refimpl.validate import BadArgumentType
 
 
 class ObjectSerde(ABC):
+    """What a storage's ``serde_class`` implements: a value to bytes and back.
+
+    The storage instantiates the class with no arguments, in the writer and
+    in each reader, and checks `serialize`'s output with `byte_parts`.
+    """
+
     @abstractmethod
     def serialize(self, value: Any) -> tuple[Any, int, bytes, int]:
         """Return (data, data_bytes, metadata, md_bytes); data is a bytes-like or a list of them."""
@@ -71,6 +77,7 @@ class MsgpackSerde(ObjectSerde):
     """
 
     def serialize(self, value: Any) -> tuple[Any, int, bytes, int]:
+        """A non-empty bytes-like as it is, anything else packed; refuses what it cannot store."""
         if isinstance(value, (bytes, bytearray, memoryview)):
             if isinstance(value, memoryview):
                 value = value.cast("B") if value.c_contiguous else value.tobytes()
@@ -84,6 +91,7 @@ class MsgpackSerde(ObjectSerde):
         return [payload], len(payload), _MSGPACK_MD, 1
 
     def deserialize(self, data: memoryview) -> Any:
+        """The value back; ValueError when the bytes are not one object this serde wrote."""
         kind = data[0] if len(data) else None
         if kind == RAW:
             return bytes(data[1:])

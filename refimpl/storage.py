@@ -64,7 +64,13 @@ class Read:
 
 
 class SingleWriterShmObjectStorage:
-    """Single-writer, multi-reader object store with FIFO eviction."""
+    """Single-writer, multi-reader object store with FIFO eviction.
+
+    Built on a ring: on the writer's ring it is the writer, which puts; a
+    reader's comes from `create_from_handle` and needs the readers'
+    `reader_lock`. `n_readers` is how many reads each hand-out owes before
+    its object may be reclaimed; `serde_class()` turns values into bytes.
+    """
 
     READER_LOCK_TIMEOUT: float | None = READER_LOCK_TIMEOUT  # see refimpl.readerlock
 
@@ -366,15 +372,23 @@ class SingleWriterShmObjectStorage:
         return owed == 0 or owed >= 2**31
 
     def is_cached(self, key: str) -> bool:
+        """Whether the writer holds an object under `key`; ValueError on a reader (FINDINGS #18)."""
         self._require_writer("look up cached objects")
         return check_key(key) in self.key_index
 
     # -- lifetime ----------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the ring: the writer's close also unlinks the segment (see the ring's `close`)."""
         self.ring_buffer.close()
 
     def handle(self) -> ShmObjectStorageHandle:
+        """What a reader process passes to `create_from_handle`.
+
+        It carries this storage's own `reader_lock`: a writer built without
+        one hands out a handle that readers refuse until the caller puts the
+        readers' lock into it (FINDINGS #6).
+        """
         return ShmObjectStorageHandle(
             max_object_size=self.max_object_size,
             n_readers=self.n_readers,
@@ -385,6 +399,11 @@ class SingleWriterShmObjectStorage:
 
     @staticmethod
     def create_from_handle(handle: ShmObjectStorageHandle) -> SingleWriterShmObjectStorage:
+        """A reader storage attached to the writer's ring that `handle` names.
+
+        Any object with the handle's fields will do; its limits are checked
+        as the constructor checks them (FINDINGS #23).
+        """
         check_fields("handle", handle, HANDLE_FIELDS)  # any handle class of the same API
         ring_buffer = SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
         return SingleWriterShmObjectStorage(

@@ -102,6 +102,7 @@ def check_chunk_size(address: int, size: int, room: int, header_bytes: int) -> N
 
 
 def check_instance(name: str, value: Any, cls: type[Any]) -> None:
+    """`value` must be a `cls`: BadArgumentType naming the argument otherwise."""
     if not isinstance(value, cls):
         raise BadArgumentType(f"{name} must be a {cls.__name__}, not {type(value).__name__}")
 
@@ -117,6 +118,7 @@ def check_fields(name: str, value: Any, fields: tuple[str, ...]) -> None:
 
 
 def check_callable(name: str, value: Any) -> Callable[..., Any]:
+    """`value` if it can be called (a predicate such as `free_buf`'s), else BadArgumentType."""
     if not callable(value):
         raise BadArgumentType(f"{name} must be callable, not {type(value).__name__}")
     return value  # type: ignore[no-any-return]

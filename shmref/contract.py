@@ -56,8 +56,11 @@ READ_COUNT_HOOK = "shmref_read_count"
 class Serde(Protocol):
     """`serde_class()` instances: what a storage stores and reads back."""
 
-    def serialize(self, value: Any) -> tuple[Any, int, bytes, int]: ...
-    def deserialize(self, data: memoryview) -> Any: ...
+    def serialize(self, value: Any) -> tuple[Any, int, bytes, int]:
+        """`value` as (data, data_bytes, metadata, md_bytes); data: bytes-like or a list of them."""
+
+    def deserialize(self, data: memoryview) -> Any:
+        """The value back from the ``[metadata][data]`` bytes that a read hands over."""
 
 
 class Handle(Protocol):
@@ -77,19 +80,37 @@ class Ring(Protocol):
 
     is_writer: bool
 
-    def handle(self) -> tuple[int, str]: ...
-    def allocate_buf(self, size: int) -> tuple[int, int]: ...
+    def handle(self) -> tuple[int, str]:
+        """(data_buffer_size, name): what a reader's ring is constructed from."""
+
+    def allocate_buf(self, size: int) -> tuple[int, int]:
+        """Writer: a chunk for `size` data bytes, (address, monotonic_id); MemoryError if full."""
+
     def access_buf(
         self, address: int
-    ) -> AbstractContextManager[tuple[memoryview, tuple[int, int]]]: ...
+    ) -> AbstractContextManager[tuple[memoryview, tuple[int, int]]]:
+        """(data view, (id, size)) of the chunk at `address`, as the segment holds it now."""
+
     def free_buf(
         self, is_free_fn: Callable[[int, memoryview], bool], nbytes: int | None = None
-    ) -> Iterable[int]: ...
-    def clear(self) -> None: ...
-    def close(self) -> None: ...
-    def get_auth_secret(self) -> bytes: ...
-    def int2byte(self, integer: int) -> bytes: ...
-    def byte2int(self, byte_data: bytes) -> int: ...
+    ) -> Iterable[int]:
+        """Writer: reclaim the oldest chunks, while `is_free_fn(id, data view)` is true and
+        fewer than `nbytes` bytes are reclaimed; the reclaimed ids, oldest first."""
+
+    def clear(self) -> None:
+        """Writer: forget every chunk."""
+
+    def close(self) -> None:
+        """Detach from the segment; the writer's close also removes it."""
+
+    def get_auth_secret(self) -> bytes:
+        """The bytes that sign handles: the same in the writer and in every reader."""
+
+    def int2byte(self, integer: int) -> bytes:
+        """`integer` as the layout's 4 little-endian signed bytes."""
+
+    def byte2int(self, byte_data: bytes) -> int:
+        """The int that `int2byte` encoded as `byte_data`."""
 
 
 class Storage(Protocol):
@@ -98,27 +119,52 @@ class Storage(Protocol):
 
     is_writer: bool
 
-    def put(self, key: str, value: Any) -> tuple[int, int]: ...
+    def put(self, key: str, value: Any) -> tuple[int, int]:
+        """Writer: store `value` under a new `key`; the object's (address, monotonic_id)."""
+
     def get(
         self,
         address: int,
         monotonic_id: int,
         signature: list[int] | None = None,
         key: str | None = None,
-    ) -> Any: ...
-    def get_cached(self, key: str) -> tuple[int, int]: ...
-    def is_cached(self, key: str) -> bool: ...
-    def get_signature(self, key: str) -> list[int]: ...
+    ) -> Any:
+        """The object behind a handle. A reader passes the `signature` and `key` the writer
+        issued; a chunk that no longer holds that object is a ValueError."""
+
+    def get_cached(self, key: str) -> tuple[int, int]:
+        """Writer: `key`'s (address, monotonic_id) handed out once more; each reader owes a read."""
+
+    def is_cached(self, key: str) -> bool:
+        """Writer: whether an object is stored under `key`."""
+
+    def get_signature(self, key: str) -> list[int]:
+        """Writer: the signature a reader passes to `get` with `key`'s current handle."""
+
     def touch(
         self, key: str, address: int = 0, monotonic_id: int = 0, signature: list[int] | None = None
-    ) -> None: ...
-    def release_touches(self) -> None: ...
-    def free_unused(self) -> None: ...
-    def clear(self) -> None: ...
-    def close(self) -> None: ...
-    def handle(self) -> Handle: ...
+    ) -> None:
+        """Without the readers' lock (the writer): keep `key`'s object from eviction until
+        `get_cached` or `release_touches`. With it: check the handle without reading."""
+
+    def release_touches(self) -> None:
+        """Writer: stop protecting the objects `touch` protected and nobody looked up."""
+
+    def free_unused(self) -> None:
+        """Writer: reclaim the oldest objects that every reader has read, to make room."""
+
+    def clear(self) -> None:
+        """Writer: forget every object; a reader's clear does nothing."""
+
+    def close(self) -> None:
+        """Close the storage's ring."""
+
+    def handle(self) -> Handle:
+        """What a reader process passes to `create_from_handle` to attach."""
+
     @staticmethod
-    def create_from_handle(handle: Handle) -> Storage: ...
+    def create_from_handle(handle: Handle) -> Storage:
+        """A reader storage on the writer's ring, built from the writer's `handle()`."""
 
 
 # -- capabilities --------------------------------------------------------------------------
@@ -136,6 +182,7 @@ class Capability:
 
     @property
     def label(self) -> str:
+        """How reports name it: `storage.put`, `ring.ID_MAX`, or a module name bare."""
         return self.name if self.where == "module" else f"{self.where}.{self.name}"
 
 
@@ -274,6 +321,7 @@ def require_serde_in_process(impl: Any, role: str) -> None:
 
 
 def require(obj: Any, where: str, name: str) -> None:
+    """A property's guard: MissingCapability (`where.name`) unless `obj` has `name`."""
     if not has(obj, name):
         raise MissingCapability(f"{where}.{name}")
 

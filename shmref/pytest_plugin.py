@@ -41,6 +41,7 @@ PROFILE_ENV = "SHMREF_PROFILE"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The options `--shmref-*`, in a group of their own in `pytest --help`."""
     group = parser.getgroup("shmref", "shmref conformance suite")
     group.addoption(
         "--shmref-impl",
@@ -91,10 +92,12 @@ def impl_name(config: pytest.Config) -> str:
 
 
 def active(config: pytest.Config) -> bool:
+    """Whether this session judges a store (`--shmref-impl` or $SHMREF_IMPL given)."""
     return bool(config.getoption("shmref_impl") or os.environ.get(IMPL_ENV))
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Declare the markers (always); in an active session, load the suite's settings."""
     config.addinivalue_line("markers", "slow: takes minutes (deselect with -m 'not slow')")
     config.addinivalue_line("markers", "tlc: needs Java and the TLC jar (deselect: -m 'not tlc')")
     for marker, level in (
@@ -118,6 +121,7 @@ class TestTimeout:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """Run the test under an alarm of `seconds` (main thread only: signals go there)."""
         if self.seconds <= 0 or threading.current_thread() is not threading.main_thread():
             return (yield)
 
@@ -158,6 +162,7 @@ def use_suite_settings(config: pytest.Config) -> None:
 
 
 def expectations(config: pytest.Config) -> Expectations:
+    """The `--shmref-expect` file, read; a bad one is a usage error of one line."""
     from shmref.oracle.expectations import ExpectationsError, load
 
     try:
@@ -192,6 +197,7 @@ class ExpectedFailures:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Mark the listed tests xfail: strict when the property is that one test."""
         listed = [(item, found) for item in items if (found := self.expected_failure(item))]
         counts: dict[str, int] = {}
         for _item, (prop, _reason, _may_pass) in listed:
@@ -207,6 +213,7 @@ class ExpectedFailures:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Note a property of several tests one of whose tests failed as expected."""
         report = yield
         prop = item.stash.get(PROPERTY, None)
         if prop is not None and report.skipped and hasattr(report, "wasxfail"):
@@ -214,6 +221,7 @@ class ExpectedFailures:
         return report
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Fail the session naming each property of several tests none of which failed."""
         passed = sorted(p for p, failed in self.failed.items() if not failed)
         if not passed or session.config.getoption("collectonly"):
             return
@@ -232,6 +240,7 @@ PROPERTY = pytest.StashKey[str]()
 
 
 def shrink_budget(config: pytest.Config) -> ShrinkBudget:
+    """The session's shrink budget from `--shmref-shrink-budget`; a bad one is a usage error."""
     from shmref.testing.shrinkbudget import ShrinkBudget, parse_budget
 
     text = config.getoption("shmref_shrink_budget")
@@ -250,6 +259,7 @@ class BudgetNotes:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: object) -> Iterator[None]:
+        """Tell the budget which test is running, so a cut shrink is charged to it."""
         self.budget.test = item.nodeid
         return (yield)
 
@@ -257,6 +267,7 @@ class BudgetNotes:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Add a section to a failed test whose shrinking the budget stopped."""
         report = yield
         if report.failed and self.budget.cut_short(item.nodeid):
             report.sections.append(("shmref shrink budget", self.budget.note()))

@@ -88,6 +88,7 @@ OUT_HELP = (
 
 
 def default_out(module: str) -> Path:
+    """The report's folder for `module` when --out is not given (see OUT_HELP)."""
     root = checkout()
     return (root / OUT_IN_CHECKOUT if root else Path.cwd() / OUT_INSTALLED) / module
 
@@ -96,11 +97,13 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad options are one line (and exit 2), never a usage dump."""
 
     def error(self, message: str) -> NoReturn:
+        """Print the message on one line and exit 2."""
         print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(2)
 
 
 def seconds(text: str) -> float:
+    """argparse type: a number of seconds above 0."""
     try:
         value = float(text)
     except ValueError:
@@ -123,6 +126,7 @@ def unwritable(out: Path) -> str:
 
 
 def budget(text: str) -> float:
+    """argparse type: a shrink budget in seconds, 0 or more."""
     try:
         return parse_budget(text)
     except ValueError as exc:
@@ -130,6 +134,7 @@ def budget(text: str) -> float:
 
 
 def count(text: str) -> int:
+    """argparse type: a number of processes from 1 to 256."""
     if not text.isdigit() or not 1 <= int(text) <= 256:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes from 1 to 256")
     return int(text)
@@ -154,6 +159,8 @@ def stop_as_on_ctrl_c() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m shmref.conformance`: the exit status is 0 when the gated levels pass,
+    1 when not, 2 on bad input, 130 when interrupted."""
     parser = OneLineParser(
         prog="python -m shmref.conformance",
         description=__doc__,
@@ -391,6 +398,7 @@ def forget_reports(out: Path) -> None:
 
 
 def hello_timeout() -> float:
+    """Seconds a store program may take to say hello ($SHMREF_EXEC_HELLO_TIMEOUT, default 30)."""
     from shmref.process.channel import HELLO_TIMEOUT_ENV, env_number
 
     return env_number(HELLO_TIMEOUT_ENV, 30.0)

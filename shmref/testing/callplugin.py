@@ -27,6 +27,7 @@ def case_name(item: pytest.Item) -> str:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
+    """Instrument a store module a fixture returns (when a report asks for traces)."""
     value = yield
     if isinstance(value, ModuleType) and all(hasattr(value, c) for c in calltrace.CLASSES):
         calltrace.instrument(value)
@@ -34,6 +35,7 @@ def pytest_fixture_setup(fixturedef: Any, request: Any) -> Generator[None, Any, 
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test starts its own record of calls."""
     calltrace.RECORDER.reset(case_name(item))
 
 
@@ -41,6 +43,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Save a failed test's calls as its trace (and a passed one's with $SHMREF_TRACE_PASSED)."""
     report = yield
     if report.when == "call" and report.failed and call.excinfo is not None:
         calltrace.save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])

@@ -134,6 +134,7 @@ def _readers(bound: dict[str, Any]) -> int:
 
 
 def placed_of(result: Any) -> tuple[int, int] | None:
+    """(address, id) if `result` looks like `put`'s or `allocate_buf`'s, else None."""
     if isinstance(result, tuple) and len(result) == 2 and all(isinstance(v, int) for v in result):
         return int(result[0]), int(result[1])
     return None

@@ -32,6 +32,7 @@ class Stream:
         self.path = ""
 
     def write(self, line: dict[str, Any]) -> None:
+        """Append one JSON line to $SHMREF_CALLS_FILE if set; a failed write ends the stream."""
         path = os.environ.get(ENV, "")
         if not path:
             return

@@ -31,10 +31,12 @@ def short(value: Any) -> str:
 
 
 def shown_args(bound: dict[str, Any]) -> dict[str, str]:
+    """Bound arguments as a step shows them, without `self`/`cls`."""
     return {k: short(v) for k, v in bound.items() if k not in ("self", "cls")}
 
 
 def first_line(exc: BaseException) -> str:
+    """An exception's message as a step shows it: its first line, cut at 80 characters."""
     lines = str(exc).strip().splitlines()
     text = lines[0] if lines else ""
     return text if len(text) <= 80 else text[:79] + "\u2026"
@@ -55,6 +57,7 @@ def _parameters(fn: Callable[..., Any]) -> tuple[inspect.Signature | None, tuple
 
 
 def bind(fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments by parameter name (`argN` where the signature cannot say)."""
     signature, names = _parameters(fn)
     if names is not None and len(args) <= len(names) and not kw:  # the common call, fast
         return dict(zip(names, args, strict=False))

@@ -112,6 +112,7 @@ class Recorder:
     # -- the objects -----------------------------------------------------------------------------
 
     def seen(self, obj: Any) -> Seen | None:
+        """What the record knows of `obj` (None if new, or if only a dead object had its id)."""
         entry = self.objects.get(id(obj))
         if entry is None:
             return None
@@ -122,6 +123,7 @@ class Recorder:
         return seen
 
     def meet(self, obj: Any, reader: bool, ring: RingView | None, lane: str = "") -> Seen:
+        """Know `obj` from now on: a reader gets the next lane r1, r2, ..., else the writer's."""
         seen = self.seen(obj)
         if seen is not None:
             return seen
@@ -158,6 +160,7 @@ class Recorder:
     def call(
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]
     ) -> Any:
+        """Make the call through `fn`; record it if it is the test's own (see the module)."""
         try:
             record = ""
             if not getattr(self.local, "depth", 0) and name not in UNRECORDED:
@@ -220,6 +223,7 @@ class Recorder:
         return result
 
     def nested(self, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        """Make a call that is not recorded, nor any call it makes."""
         self.local.depth = getattr(self.local, "depth", 0) + 1
         try:
             return fn(*args, **kw)
@@ -290,6 +294,7 @@ class Recorder:
         )
 
     def constants(self) -> dict[str, int]:
+        """The picture's constants: readers seen, and the last ring's cells and unit."""
         ring = self.last_ring
         drawn = {"N": ring.cells, "UNIT": ring.unit} if ring is not None else {}
         return {"R": self.readers, **drawn}
@@ -297,6 +302,7 @@ class Recorder:
     # -- the trace -----------------------------------------------------------------------------
 
     def trace(self, case: str, failure: str) -> Trace | None:
+        """The test's recorded calls as a trace ending in `failure`; None if it made none."""
         with self.lock:
             steps = [*self.head, *self.tail]
             if not steps:

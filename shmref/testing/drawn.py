@@ -40,6 +40,7 @@ class Drawn:
             )
 
     def step(self, name: str, args: tuple[Any, ...], real: Outcome) -> None:
+        """Add one step the machine took, with the ring after it (nothing unless drawing)."""
         if self.builder is None:
             return
         arguments = dict(zip(vocabulary.action(name).arguments, args, strict=False))

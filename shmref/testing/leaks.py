@@ -52,10 +52,12 @@ def start() -> None:
 
 
 def created() -> set[str]:
+    """Every segment name recorded since `start`, leaked or not."""
     return set(_created)
 
 
 def creator(name: str) -> str:
+    """The node id of the test that created `name`, for the leak report."""
     return _created.get(name, "(unknown)")
 
 

@@ -116,6 +116,7 @@ class StoreMachine(RuleBasedStateMachine):
         return self.judge_safety
 
     def teardown(self) -> None:
+        """Hypothesis's end of each run: draw a failing run for the report, close every segment."""
         try:
             self.drawn.teardown()
         finally:
@@ -165,9 +166,11 @@ class StoreMachine(RuleBasedStateMachine):
                 self.check_read(handle, self.step("get_end", reader))
 
     def collides(self, key: str, size: int) -> bool:
+        """Would this put give a live chunk's id again in a seed model (FINDINGS #4)?"""
         return put_collides(self.models, key, size)
 
     def breaks_a3(self, key: str, size: int) -> bool:
+        """Would this put reissue an outstanding handle's id (the spec's assumption A3)?"""
         return put_breaks_a3(self.models, key, size)
 
     # -- writer ------------------------------------------------------------------
@@ -186,6 +189,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.key_index)
     @rule(data=st.data())
     def get_cached(self, data: st.DataObject) -> None:
+        """Hand out a cached key again: each reader gets one more delivery."""
         self.step("get_cached", data.draw(st.sampled_from(sorted(self.model.key_index))))
 
     @rule(data=st.data())
@@ -197,10 +201,12 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule()
     def release_touches(self) -> None:
+        """The writer drops every touch not yet followed by `get_cached`."""
         self.step("release_touches")
 
     @rule()
     def free_unused(self) -> None:
+        """The writer reclaims what every reader has read, oldest first."""
         self.step("free_unused")
 
     @precondition(lambda self: not self.model.in_flight())
@@ -221,11 +227,13 @@ class StoreMachine(RuleBasedStateMachine):
     # -- readers -----------------------------------------------------------------
 
     def idle_with_mail(self) -> list[int]:
+        """Readers with no read in flight and at least one delivery waiting."""
         return [r for r in range(self.R) if self.model.reads[r] is None and +self.model.inbox[r]]
 
     @precondition(lambda self: self.idle_with_mail())
     @rule(data=st.data())
     def get_begin(self, data: st.DataObject) -> None:
+        """An idle reader starts reading a delivery; copy and end are rules of their own."""
         reader = data.draw(st.sampled_from(self.idle_with_mail()))
         handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
         self.take(reader, handle)
@@ -321,6 +329,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(r is not None and r.copied is None for r in self.model.reads))
     @rule(data=st.data())
     def get_copy(self, data: st.DataObject) -> None:
+        """A reader whose read has begun copies the object out of the segment."""
         ready = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied is None]
         self.step("get_copy", data.draw(st.sampled_from(ready)))
 
@@ -329,6 +338,7 @@ class StoreMachine(RuleBasedStateMachine):
     )
     @rule(data=st.data())
     def get_end(self, data: st.DataObject) -> None:
+        """A reader that copied ends its read; judging safety, it must give the handle's value."""
         done = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied]
         reader = data.draw(st.sampled_from(done))
         read = self.model.reads[reader]
@@ -368,6 +378,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def live_chunks_are_disjoint_fifo_and_in_range(self) -> None:
+        """The ring's shape (the spec's FifoOrder), where the store shows its positions."""
         real = self.driver.observe()
         if "data_buffer_start" not in real or "monotonic_id_start" not in real:
             return  # optional attributes (shmref.contract)

@@ -27,6 +27,7 @@ class TraceSeededMachine(StoreMachine):
 
     @initialize(data=st.data())
     def replay_tlc_prefix(self, data: st.DataObject) -> None:
+        """Hypothesis's first step: the chosen trace's first steps, taken on store and models."""
         traces = storage_traces()
         trace = traces[data.draw(st.integers(0, len(traces) - 1), label="TLC trace")]
         length = data.draw(st.integers(0, len(trace.states) - 1), label="prefix length")
@@ -45,4 +46,5 @@ class TraceSeededMachine(StoreMachine):
 
 @functools.cache
 def storage_traces() -> list[tlc.Trace]:
+    """The shipped MCStorage simulation traces the machine starts from (read once)."""
     return shipped.corpus("MCStorage-seeded")

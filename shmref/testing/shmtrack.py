@@ -48,6 +48,7 @@ def start() -> None:
 
 
 def created() -> set[str]:
+    """Every segment this process sized or mapped since `start`."""
     return set(_created)
 
 

@@ -55,12 +55,15 @@ class ShrinkBudget:
 
     @property
     def left(self) -> float:
+        """Seconds of shrinking this process has left."""
         return max(0.0, self.seconds - self.spent)
 
     def cut_short(self, test: str) -> bool:
+        """Whether the budget stopped `test`'s shrinking."""
         return test in self.cut
 
     def note(self) -> str:
+        """The line that tells a reader a counterexample may not be the shortest."""
         return NOTE.format(budget=self.seconds)
 
     def install(self) -> None:
