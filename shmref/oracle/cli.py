@@ -141,6 +141,7 @@ def count(text: str) -> int:
 
 
 def limit(text: str) -> int:
+    """--max-timeouts: a count, 0 meaning no limit."""
     if not text.isdigit() or int(text) > 10_000:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 10000")
     return int(text)
