@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from shmref.core.files import write_atomically
 from shmref.seed.impl import load_impl
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
@@ -322,9 +323,7 @@ def save(out: Path, count: int, profile: str, rows: list[dict[str, object]]) -> 
     """The results so far, written whole (a run cut off keeps them)."""
     rows = sorted(rows, key=lambda r: int(str(r["mutant"])))
     data = {"sites": count, "profile": profile, "rows": rows}
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(out)
+    write_atomically(out, json.dumps(data, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -181,13 +181,14 @@ class ExpectedFailures:
 
     def expected_failure(self, item: pytest.Item) -> tuple[str, str, bool] | None:
         """(property, reason, whether it may also pass) for a listed test, else None."""
+        from shmref.core.levels import BAD
         from shmref.core.paths import SUITE_DIR
-        from shmref.oracle.testgroups import property_key, suite_node_id
-        from shmref.oracle.verdict import BAD
+        from shmref.core.suitegroups import property_key
+        from shmref.render.sink import case_of
 
         if SUITE_DIR not in Path(str(item.path)).resolve().parents:
             return None
-        key = property_key(suite_node_id(item.nodeid))
+        key = property_key(case_of(item.nodeid))
         entries = self.expect.of(key[1]) if key else []
         statuses = {s for e in entries if not e.case for s in e.statuses}
         if key is None or not statuses & set(BAD):

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from shmref import tlc
+from shmref.core.levels import SEED_ABSENT
 from shmref.core.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir
 from shmref.oracle.report import Report
 from shmref.oracle.verdict import CRASH, ERROR, NOT_RUN, RUN_CHECKS, TIMEOUT, Check
+from shmref.seed.aliases import SEED_ALIAS
 from shmref.seed.build import MISSING_SEED, SeedError, SeedMissing, default_seed_path
 
 
@@ -77,7 +79,7 @@ class SeedBaseline:
     @staticmethod
     def command() -> list[str]:
         """The seed's own conformance run (a test puts a double in its place)."""
-        return [sys.executable, "-m", "shmref.conformance", "--impl", "seed"]
+        return [sys.executable, "-m", "shmref.conformance", "--impl", SEED_ALIAS]
 
     def start(self) -> None:
         if (self.folder / "conformance.json").is_file():
@@ -125,8 +127,7 @@ class SeedBaseline:
             )
         second = again / "conformance.json"
         report = kept_second(first, json.loads(second.read_text()) if second.is_file() else None)
-        made.write_text(json.dumps(report.to_json(), indent=1) + "\n")
-        (made.parent / "conformance.md").write_text(report.markdown(made.parent))
+        report.write(made.parent, page=False)
 
     def stop(self) -> None:
         """The run was interrupted: the seed's run ends with it, its work folder removed."""
@@ -166,7 +167,7 @@ def attach_baseline(checks: list[Check], baseline: Mapping[str, Any]) -> dict[st
         for c in data["checks"]
     }
     for check in checks:
-        check.seed = results.get((check.level, check.name), "absent")
+        check.seed = results.get((check.level, check.name), SEED_ABSENT)
     return {level: data["status"] for level, data in baseline["levels"].items()}
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shmref.core.levels import SEED_SILENT
 from shmref.oracle.report import SCHEMA_PATH
 from shmref.oracle.verdict import BAD, LEVELS
 
@@ -130,7 +131,7 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any], names: tuple[str, st
             else:
                 found.changed.append((name, was, now))
         seed = check.get("seed", "")
-        if seed and seed not in ("absent", "no seed"):
+        if seed not in SEED_SILENT:
             if was == seed and now != seed:
                 found.from_seed.append((name, seed, was, now))
             elif was != seed and now == seed:

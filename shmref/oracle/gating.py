@@ -14,7 +14,6 @@ from shmref.oracle import compare, expectations
 from shmref.oracle.expectations import Expectations, ExpectationsError
 from shmref.oracle.repeat import repeat
 from shmref.oracle.report import Report
-from shmref.oracle.run import write_files
 
 
 def runs(text: str) -> int:
@@ -109,7 +108,7 @@ def finish(
     if expect is not None:
         report.expectations = expect.summary(report.checks)
     if args.repeat > 1 or expect is not None:
-        write_files(report, out)
+        report.write(out)
     if args.write_expectations is not None:
         count = expectations.write(args.write_expectations, report.checks, expect)
         print(f"expectations: {count} entries written to {args.write_expectations}")

@@ -4,6 +4,7 @@ conformance.json and conformance.md (failures with their trace and a replay comm
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import metadata
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from shmref.core import tables
+from shmref.core.files import write_atomically
+from shmref.core.levels import SHOWN_FAILURES
 from shmref.core.paths import SUITE_DIR
 from shmref.oracle.verdict import (
     ASSUMPTION,
@@ -23,6 +26,7 @@ from shmref.oracle.verdict import (
     level_status,
     shell_impl,
 )
+from shmref.render.html import write_report
 from shmref.traces.shipped import TRACES_DIR
 
 # conformance.json's JSON Schema, shipped in the wheel (shmref/oracle/report.schema.json)
@@ -56,6 +60,14 @@ class Report:
     @property
     def ok(self) -> bool:
         return all(self.level_status(level) == PASS for level in self.levels)
+
+    def write(self, out: Path, page: bool = True) -> None:
+        """conformance.json and conformance.md in `out`, each written whole, then
+        (`page`) conformance.html from them: the one writer of a report's files."""
+        write_atomically(out / "conformance.json", json.dumps(self.to_json(), indent=1) + "\n")
+        write_atomically(out / "conformance.md", self.markdown(out))
+        if page:
+            write_report(out)  # the failures drawn (shmref.render)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,7 +147,7 @@ class Report:
         number = 0
         for c in failures:
             lines += ["", f"### {c.level}: `{c.name}` ({c.status}; the seed: {c.seed or '?'})", ""]
-            for f in c.failures[:4]:
+            for f in c.failures[:SHOWN_FAILURES]:
                 number += 1
                 trace = f["trace"].strip().splitlines()
                 if len(trace) > SHOWN_LINES and out is not None:
@@ -162,10 +174,10 @@ class Report:
                     "```",
                     "",
                 ]
-            if len(c.failures) > 4:
+            if len(c.failures) > SHOWN_FAILURES:
                 lines.append(
-                    f"... and {len(c.failures) - 4} more failing case(s): "
-                    + ", ".join(f"`{f['case']}`" for f in c.failures[4:])
+                    f"... and {len(c.failures) - SHOWN_FAILURES} more failing case(s): "
+                    + ", ".join(f"`{f['case']}`" for f in c.failures[SHOWN_FAILURES:])
                 )
         if self.not_run:
             lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shmref import tlc
+from shmref.core.levels import NO_SEED
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.hazards import HAZARDS
@@ -37,12 +37,12 @@ from shmref.oracle.verdict import (
     RUN_CHECKS,
     TIMEOUT,
     Check,
-    impl_arg,
     level_status,
 )
 from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
-from shmref.render.html import PAGE, write_report
+from shmref.render.html import PAGE
+from shmref.seed.aliases import alias_of, is_seed
 from shmref.seed.build import SeedError
 from shmref.testing import profiles
 
@@ -77,12 +77,6 @@ def fresh(out: Path) -> None:
         (out / stale).unlink(missing_ok=True)
     for folder in ("failures", "trace", "workers", "repeat", sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 def selected_groups(
@@ -163,7 +157,7 @@ def run(
     ]
     seed_run: SeedBaseline | None = None
     seed_problem = ""
-    if baseline and name != "shmref_seed":
+    if baseline and not is_seed(name):
         seed_run = SeedBaseline(
             quick, levels, all_groups, timeout, call_timeout, workers, repeat=repeat
         )
@@ -186,7 +180,7 @@ def run(
         Path(item["path"]).unlink(missing_ok=True)
     job = {
         "name": name,
-        "impl_arg": impl_arg(name),
+        "impl_arg": alias_of(name),
         "out": str(out),
         "profile": profile,
         "levels": list(levels),
@@ -254,7 +248,7 @@ def run(
         not_run.append(stopped_for_timeouts(checks, outcome.stopped, max_timeouts))
     run_levels = tuple(level for level in LEVELS if level in levels)
     seed_levels: dict[str, str] = {}
-    if name == "shmref_seed":
+    if is_seed(name):
         for check in checks:
             check.seed = check.status
         seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}
@@ -265,7 +259,7 @@ def run(
             seed_problem = str(exc)
     if seed_problem:  # no seed text here, or its run failed: say so beside every property
         for check in checks:
-            check.seed = "no seed"
+            check.seed = NO_SEED
         not_run.append(f"the seed baseline ({seed_problem})")
     if outcome.removed:
         shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
@@ -276,7 +270,7 @@ def run(
     report = Report(
         name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
     )
-    write_files(report, out)
+    report.write(out)
     return report
 
 
@@ -304,13 +298,6 @@ def stopped_for_timeouts(checks: list[Check], stopped: Sequence[Unit], limit: in
     return why
 
 
-def write_files(report: Report, out: Path) -> None:
-    """conformance.json, conformance.md and conformance.html of `report` in `out`."""
-    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
-    write_atomically(out / "conformance.md", report.markdown(out))
-    write_report(out)  # conformance.html: the failures drawn (shmref.render)
-
-
 def gate_report(
     name: str, out: Path, quick: bool, levels: Sequence[str], check: Check, seconds: float
 ) -> Report:
@@ -327,7 +314,5 @@ def gate_report(
     report = Report(
         name, quick, [check, *others], 0.0, [f"every other property: {why}"], run_levels
     )
-    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
-    write_atomically(out / "conformance.md", report.markdown(out))
-    write_report(out)
+    report.write(out)
     return report

@@ -11,42 +11,58 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from shmref.core.levels import (
+    ASSUMPTION,
+    BAD,
+    CRASH,
+    ERROR,
+    FAIL,
+    FLAKY,
+    HARDENED,
+    LAYOUT,
+    LEVEL_MARKERS,
+    LEVEL_MEANING,
+    LEVELS,
+    NOT_RUN,
+    PASS,
+    PROTOCOL,
+    SEED,
+    SKIP,
+    STATUSES,
+    TIMEOUT,
+)
 from shmref.core.paths import checkout
+from shmref.seed.aliases import alias_of, built_by_shmref
 from shmref.seed.build import SEED_ENV
 
-SEED, HARDENED, PROTOCOL, LAYOUT = "seed-compatible", "hardened", "protocol-safe", "seed-layout"
-LEVELS = (SEED, HARDENED, PROTOCOL, LAYOUT)
-# a level as a pytest marker of the suite's tests (registered by shmref.pytest_plugin)
-LEVEL_MARKERS = {
-    SEED: "seed_compatible",
-    HARDENED: "hardened",
-    PROTOCOL: "protocol_safe",
-    LAYOUT: "seed_layout",
-}
-LEVEL_MEANING = {
-    SEED: "the seed's behaviour through the API: values, exception types, what is "
-    "cached and reclaimed (refimpl's where it fixes a documented finding)",
-    HARDENED: "refimpl's fixes: clear errors for bad input and the findings each "
-    "property names (optional)",
-    PROTOCOL: "none of the spec's hazards: replays, state machines and a recorded run "
-    "agree with the spec; no hazard counterexample returns a wrong value",
-    LAYOUT: "the seed's bytes: offsets, endianness, the secret's place, its readers "
-    "and writer on one segment with the implementation's (optional: a claim of its own)",
-}
-PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT = (
-    "pass",
-    "FAIL",
-    "skip",
-    "not run",
-    "assumption",
+# the levels and statuses are shmref.core.levels' (the suite and the renderer read them
+# too); the oracle's modules take them from here, with what a verdict adds
+__all__ = [
+    "ASSUMPTION",
+    "BAD",
+    "CRASH",
     "ERROR",
-    "CRASH",  # the implementation's process died (a signal, or exited) during the property
-    "TIMEOUT",  # the property ran past --timeout; its process was killed
-)
-# a property whose attempts under --repeat gave different statuses (Check.attempts)
-FLAKY = "FLAKY"
-STATUSES = (PASS, FAIL, SKIP, NOT_RUN, ASSUMPTION, ERROR, CRASH, TIMEOUT, FLAKY)
-BAD = (FAIL, ERROR, CRASH, TIMEOUT, FLAKY)  # statuses that fail a level
+    "FAIL",
+    "FLAKY",
+    "HARDENED",
+    "LAYOUT",
+    "LEVEL_MARKERS",
+    "LEVEL_MEANING",
+    "LEVELS",
+    "NOT_RUN",
+    "PASS",
+    "PROTOCOL",
+    "RUN_CHECKS",
+    "SEED",
+    "SKIP",
+    "STATUSES",
+    "TIMEOUT",
+    "Check",
+    "import_root",
+    "level_status",
+    "shell",
+    "shell_impl",
+]
 RUN_CHECKS = (
     "the run",
     "pytest",
@@ -68,15 +84,10 @@ class Check:
     attempts: list[str] = field(default_factory=list)  # each run's status, under --repeat
 
 
-def impl_arg(name: str) -> str:
-    return {"shmref_seed": "seed", "shmref_port": "port"}.get(name, name)
-
-
 def shell_impl(name: str) -> str:
-    """impl_arg quoted for a command line (exec:PROGRAM has spaces)."""
-    import shlex
-
-    return shlex.quote(impl_arg(name))
+    """What a user types for module `name` (alias_of), quoted for a command
+    line (exec:PROGRAM has spaces)."""
+    return shlex.quote(alias_of(name))
 
 
 def import_root(impl: ModuleType | str | None) -> str | None:
@@ -84,7 +95,7 @@ def import_root(impl: ModuleType | str | None) -> str | None:
     shmref); a string is that entry already (the child process found it)."""
     if impl is None or isinstance(impl, str):
         return impl or None
-    if impl.__name__ in ("shmref_seed", "shmref_port") or not getattr(impl, "__file__", None):
+    if built_by_shmref(impl.__name__) or not getattr(impl, "__file__", None):
         return None
     path = Path(impl.__file__ or "").resolve()
     depth = impl.__name__.count(".") + (1 if path.name == "__init__.py" else 0)

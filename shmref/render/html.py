@@ -19,7 +19,6 @@ is said in one line on the page and on the terminal, never a broken page.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -28,24 +27,21 @@ from typing import Any
 
 import jinja2
 
+from shmref.core.files import write_atomically
+from shmref.core.levels import (
+    ASSUMPTION,
+    BAD,
+    NOT_RUN,
+    PASS,
+    SEED_SILENT,
+    SHOWN_FAILURES,
+    SKIP,
+)
 from shmref.render import sink, svg
 from shmref.render.model import Trace
 
 PAGE = "conformance.html"
-SHOWN_FAILURES = 4  # per property, as in conformance.md
-STATUS_ORDER = (
-    "FAIL",
-    "ERROR",
-    "CRASH",
-    "TIMEOUT",
-    "FLAKY",
-    "assumption",
-    "pass",
-    "skip",
-    "not run",
-)
-BAD = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "FLAKY")  # as shmref.oracle.verdict's
-NO_SEED = ("", "absent", "no seed")  # a seed column that says nothing to differ from
+STATUS_ORDER = (*BAD, ASSUMPTION, PASS, SKIP, NOT_RUN)  # the page's order: failures first
 
 
 @dataclass
@@ -76,7 +72,7 @@ class Property:
     @property
     def differs(self) -> bool:
         """Its result is not the seed's."""
-        return self.seed not in NO_SEED and self.status != self.seed
+        return self.seed not in SEED_SILENT and self.status != self.seed
 
     @property
     def leads(self) -> bool:
@@ -98,7 +94,7 @@ class Page:
     @property
     def has_seed(self) -> bool:
         """Some property has the seed's result beside it (the baseline ran)."""
-        return any(p.seed not in NO_SEED for p in self.properties)
+        return any(p.seed not in SEED_SILENT for p in self.properties)
 
     @property
     def leading(self) -> list[Property]:
@@ -223,7 +219,7 @@ def environment() -> jinja2.Environment:
 
 def page_html(page: Page) -> str:
     template = environment().get_template("report.html.j2")
-    return template.render(page=page, colours=svg.COLOURS, meaning=svg.MEANING) + "\n"
+    return template.render(page=page, colours=svg.COLOURS, meaning=svg.MEANING, bad=BAD) + "\n"
 
 
 def write_report(out: Path, quiet: bool = False) -> Path | None:
@@ -247,10 +243,7 @@ def write_report(out: Path, quiet: bool = False) -> Path | None:
         if not quiet:
             print(f"shmref: {PAGE}: {notice}", file=sys.stderr)
     try:
-        text = page_html(page)
-        temporary = path.with_name(PAGE + ".tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
+        write_atomically(path, page_html(page))
     except OSError as exc:
         print(f"shmref: cannot write {path}: {_reason(exc)}", file=sys.stderr)
         return None

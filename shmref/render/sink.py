@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from shmref.core.files import write_atomically
 from shmref.render.model import Trace, TraceFormatError
 
 ENV = "SHMREF_TRACE_DIR"
@@ -45,9 +46,7 @@ def save(trace: Trace, case: str = "", folder: Path | None = None) -> Path | Non
     path = Path(where) / file_name(trace.case)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(trace.dumps(), encoding="utf-8")
-        os.replace(temporary, path)
+        write_atomically(path, trace.dumps())
     except OSError:
         return None  # a picture is never worth failing a check for
     return path

@@ -22,13 +22,14 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import types
 from pathlib import Path
 
+from shmref.core.files import write_atomically
 from shmref.core.paths import cache_dir, checkout
+from shmref.seed.aliases import SEED_MODULE
 
-MODULE_NAME = "shmref_seed"
+MODULE_NAME = SEED_MODULE
 SEED_ENV = "SHMREF_SEED"
 SEED_FILENAME = "shm_object_storage_reference.txt"
 
@@ -189,14 +190,13 @@ def render(text: str, seed_path: Path) -> str:
     return source
 
 
-def _write_atomic(path: Path, source: str) -> None:
+def write_generated(path: Path, source: str) -> None:
+    """A generated module's file, written whole (children may import it while
+    another process writes it) and only when its source changed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.read_text(encoding="utf-8") == source:
         return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{MODULE_NAME}.", suffix=".py")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(source)
-    os.replace(tmp, path)
+    write_atomically(path, source)
 
 
 def build_seed_module(
@@ -215,7 +215,7 @@ def build_seed_module(
     source = render(text, seed)
     dest = Path(dest_dir) if dest_dir is not None else cache_dir("seed", keyed_by_spec=False)
     target = dest.resolve() / f"{MODULE_NAME}.py"
-    _write_atomic(target, source)
+    write_generated(target, source)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return import_generated(MODULE_NAME, target, "SEED_SHA256", digest)
 

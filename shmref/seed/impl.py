@@ -5,8 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-SEED_NAMES = ("seed", "shmref_seed")
-PORT_NAMES = ("port", "shmref_port")
+from shmref.seed.aliases import is_port, is_seed
 
 
 def load_impl(name: str) -> ModuleType:
@@ -34,11 +33,11 @@ def load_impl(name: str) -> ModuleType:
             name,
             *(build(s) if s.startswith("exec:") else load_impl(s) for s in (writer, readers)),
         )
-    if name in SEED_NAMES:
+    if is_seed(name):
         from shmref.seed.build import build_seed_module
 
         return build_seed_module()
-    if name in PORT_NAMES:
+    if is_port(name):
         from shmref.seed.port import build_port_module
 
         return build_port_module()

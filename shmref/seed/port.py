@@ -19,9 +19,10 @@ from pathlib import Path
 
 from shmref.contract import CAPABILITIES
 from shmref.core.paths import cache_dir
-from shmref.seed.build import build_seed_module, import_generated
+from shmref.seed.aliases import PORT_MODULE
+from shmref.seed.build import build_seed_module, import_generated, write_generated
 
-MODULE_NAME = "shmref_port"
+MODULE_NAME = PORT_MODULE
 PREFIX = "_port_"
 # Classes whose own attributes are renamed (the serde and the handle come
 # from outside the seed's listings and keep theirs).
@@ -103,9 +104,7 @@ def build_port_module(dest_dir: Path | None = None) -> types.ModuleType:
     source, _names = render(Path(seed.__file__ or "").read_text(encoding="utf-8"))
     dest = Path(dest_dir) if dest_dir is not None else cache_dir("port", keyed_by_spec=False)
     target = dest.resolve() / f"{MODULE_NAME}.py"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists() or target.read_text(encoding="utf-8") != source:
-        target.write_text(source, encoding="utf-8")
+    write_generated(target, source)
     return import_generated(MODULE_NAME, target, "PORT_SOURCE", source)
 
 

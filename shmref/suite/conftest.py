@@ -1,7 +1,8 @@
 """The suite's fixtures: the implementation under test (`--shmref-impl`,
 shmref.pytest_plugin) and rings that are closed after each test; and each
 test's level as a marker (`-m seed_compatible`, `-m hardened`,
-`-m protocol_safe`), from the conformance groups (shmref.oracle.testgroups)."""
+`-m protocol_safe`), from the conformance groups (shmref.core.suitegroups,
+the table the oracle reads too: the suite never imports the oracle)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pytest
 
 from shmref import pytest_plugin
 from shmref.contract import MissingCapability
+from shmref.core.levels import LEVEL_MARKERS
 from shmref.core.paths import SUITE_DIR
-from shmref.oracle.testgroups import TEST_GROUPS, group_of
-from shmref.oracle.verdict import LEVEL_MARKERS
+from shmref.core.suitegroups import TEST_GROUPS, group_of
 from shmref.seed.build import SeedMissing
 from shmref.seed.impl import load_impl
 from shmref.store.readers import close_despite_cycles

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import refimpl
 from shmref.core.vocabulary import ACTIONS, documented_kind
+from shmref.seed.aliases import SEED_ALIAS
 from shmref.seed.impl import load_impl
 from shmref.store.observe import Segment, first_difference
 
@@ -117,7 +118,7 @@ class SideBySide(RuleBasedStateMachine):
             # with that serde class too (a store is judged, not its serde)
             self.imp = Side(self.impl, self.resources, None, self.layout)
             serde = self.imp.writer.handle().serde_class
-            self.seed = Side(load_impl("seed"), self.resources, serde, self.layout)
+            self.seed = Side(load_impl(SEED_ALIAS), self.resources, serde, self.layout)
             self.ref = Side(refimpl, self.resources, serde, self.layout)
         except BaseException:
             self.resources.close()
