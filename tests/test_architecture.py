@@ -1,6 +1,9 @@
 """The house shows its architecture (DESIGN.md "Repository map"): shmref/ is
 folders by job in layers, no import cycle, no lower layer importing a higher
-one, every module under 400 lines and at most ten modules at the top. The
+one, every module under 400 lines and at most ten modules at the top;
+the suite and the stores' processes never import the oracle that runs them
+(by path, or in children), and the oracle's own process never imports the
+implementation under test (only its children's entry points load it). The
 other trees of code, refimpl/, proofs/ and bench/, keep their modules under
 about 450 lines (in both, docstrings do not count: `make lint` asks for them),
 and the four import one another only downward (refimpl, then shmref, then proofs
@@ -72,6 +75,17 @@ ENTRY_MODULES = {
     "shmref.vocabulary": "shmref.docgen.vocabulary_doc",
     "shmref.fuzz": "shmref.fuzzing.run",
 }
+# The oracle runs the suite by path and stores behind the protocol in their own
+# processes: these may not import it back (a loop the layers alone do not show, since
+# the suite sits in the top layer beside the commands).
+NOT_IMPORTING_THE_ORACLE = ("shmref.suite", "shmref.process")
+ORACLE = "shmref.oracle"
+# Every call into a store happens in a child (shmref/oracle/run.py): in the oracle's
+# modules an implementation is loaded only inside these functions, which run in the
+# children (the worker's, and the contract check's).
+CHILD_ENTRY_POINTS = {"shmref.oracle.worker": "main", "shmref.oracle.checkchild": "check"}
+LOADER_MODULES = frozenset({"shmref.seed.impl"})  # load_impl: a module by name
+LOADER_CALLS = frozenset({"load_impl", "import_module", "__import__"})
 
 
 # -- reading the package ----------------------------------------------------------------
@@ -213,6 +227,56 @@ def code_lines(text: str) -> int:
     return len(text.splitlines()) - docstrings
 
 
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def imports_of_the_oracle(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports of shmref.oracle from the modules NOT_IMPORTING_THE_ORACLE."""
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if any(within(module, p) for p in NOT_IMPORTING_THE_ORACLE)
+        for target in sorted(targets)
+        if within(target, ORACLE)
+    ]
+
+
+def loads_outside_children(name: str, source: str) -> list[str]:
+    """Where module `name` loads an implementation (imports the loader, or calls
+    load_impl, importlib.import_module or __import__) outside its child entry
+    point (CHILD_ENTRY_POINTS), i.e. in the oracle's own process."""
+    tree = ast.parse(source)
+    in_child: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == CHILD_ENTRY_POINTS.get(name):
+            in_child.update(id(inner) for inner in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in in_child:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module in LOADER_MODULES:
+            found.append(f"{name}:{node.lineno} imports {node.module}")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{name}:{node.lineno} imports {a.name}"
+                for a in node.names
+                if a.name in LOADER_MODULES
+            ]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else ""
+            )
+            if called in LOADER_CALLS:
+                found.append(f"{name}:{node.lineno} calls {called}")
+    return found
+
+
 def too_long(sources: Mapping[str, str], limit: int = MAX_LINES) -> list[str]:
     found = []
     for name, text in sorted(sources.items()):
@@ -238,6 +302,18 @@ def test_no_import_cycle(sources: dict[str, str]) -> None:
 
 def test_lower_layers_never_import_higher_ones(sources: dict[str, str]) -> None:
     assert upward_imports(import_graph(sources)) == []
+
+
+def test_the_suite_and_the_process_layer_never_import_the_oracle(
+    sources: dict[str, str],
+) -> None:
+    assert imports_of_the_oracle(import_graph(sources)) == []
+
+
+def test_the_oracle_process_never_imports_the_implementation(sources: dict[str, str]) -> None:
+    oracle = {n: text for n, text in sources.items() if within(n, ORACLE)}
+    assert set(CHILD_ENTRY_POINTS) <= set(oracle)
+    assert [where for n, text in oracle.items() for where in loads_outside_children(n, text)] == []
 
 
 def test_every_module_has_a_layer(sources: dict[str, str]) -> None:
@@ -360,3 +436,62 @@ def test_a_tree_importing_upward_or_a_long_module_elsewhere_is_found() -> None:
     assert cycle == ["bench.a", "bench.b", "bench.a"]
     assert too_long({"bench.big": "x = 1\n" * 451}, TREES["bench"][0]) == ["bench.big: 451 lines"]
     assert too_long({"bench.ok": "x = 1\n" * 450}, TREES["bench"][0]) == []
+
+
+def test_the_suite_or_the_process_layer_importing_the_oracle_is_found() -> None:
+    modules = [
+        "shmref",
+        "shmref.oracle",
+        "shmref.oracle.testgroups",
+        "shmref.core",
+        "shmref.core.suitegroups",
+        "shmref.suite.conftest",
+        "shmref.process.channel",
+    ]
+    graph = {
+        "shmref.suite.conftest": imports_of(
+            "shmref.suite.conftest",
+            "from shmref.core.suitegroups import TEST_GROUPS\n"
+            "def marks():\n"
+            "    from shmref.oracle.testgroups import group_of\n",
+            modules,
+            is_package=False,
+        ),
+        "shmref.process.channel": imports_of(
+            "shmref.process.channel", "from shmref import oracle\n", modules, is_package=False
+        ),
+    }
+    assert imports_of_the_oracle(graph) == [
+        "shmref.process.channel imports shmref.oracle",
+        "shmref.suite.conftest imports shmref.oracle",
+        "shmref.suite.conftest imports shmref.oracle.testgroups",
+    ]
+    assert imports_of_the_oracle({"shmref.suite.conftest": {"shmref.core.suitegroups"}}) == []
+    assert imports_of_the_oracle({"shmref.pytest_plugin": {"shmref.oracle.expectations"}}) == []
+
+
+def test_an_implementation_loaded_in_the_oracles_process_is_found() -> None:
+    child = (
+        "def main(argv):\n"
+        "    from shmref.seed.impl import load_impl\n"
+        "    impl = load_impl(argv[0])\n"
+    )
+    assert loads_outside_children("shmref.oracle.worker", child) == []
+    # the same entry point in a module the oracle's process runs, and a loader elsewhere
+    assert loads_outside_children("shmref.oracle.hazardcheck", child) == [
+        "shmref.oracle.hazardcheck:2 imports shmref.seed.impl",
+        "shmref.oracle.hazardcheck:3 calls load_impl",
+    ]
+    source = (
+        "import importlib\n"
+        "from shmref.seed.impl import load_impl\n"
+        "def judge(name):\n"
+        "    return importlib.import_module(name), __import__(name)\n"
+        "def main(argv):\n"
+        "    return 0\n"
+    )
+    assert loads_outside_children("shmref.oracle.worker", source) == [
+        "shmref.oracle.worker:2 imports shmref.seed.impl",
+        "shmref.oracle.worker:4 calls import_module",
+        "shmref.oracle.worker:4 calls __import__",
+    ]
