@@ -97,6 +97,55 @@ def test_a_store_that_hangs_gets_timeout_with_the_stack(tmp_path):
     assert_drawn_up_to_the_call(tmp_path, TIMEOUT, "get")
 
 
+# a store whose get_end (which only the hazard replays call) crashes or hangs, and that
+# notes each process that imports it
+ENDS_BADLY = """
+import ctypes, os, threading
+import refimpl
+from refimpl import *  # noqa: F403
+from refimpl import MsgpackSerde, ShmObjectStorageHandle, SingleWriterShmRingBuffer
+with open({log!r}, "a") as log:
+    log.write(f"{{os.getpid()}}\\n")
+class SingleWriterShmObjectStorage(refimpl.SingleWriterShmObjectStorage):
+    def get_end(self, *args, **kwargs):
+        ctypes.string_at(0) if {crash} else threading.Event().wait()
+    @staticmethod
+    def create_from_handle(handle):
+        ring = SingleWriterShmRingBuffer(*handle.ring_buffer_handle)
+        return SingleWriterShmObjectStorage(
+            handle.max_object_size, handle.n_readers, ring, handle.serde_class, handle.reader_lock
+        )
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("crash", [True, False], ids=["crash", "hang"])
+def test_a_hazard_replays_in_a_child_whose_crash_or_hang_is_its_status(tmp_path, crash):
+    """`--hazard` calls the store in a child like every other property: a
+    crash or a hang in the replay is CRASH or TIMEOUT, with a report, and the
+    oracle's own process never imports the store."""
+    log = tmp_path / "imported-by.txt"
+    (tmp_path / "ends_badly.py").write_text(ENDS_BADLY.format(log=str(log), crash=crash))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])}
+    out = tmp_path / "out"
+    args = ["--impl", "ends_badly", "--hazard", "MCDoubleRead", "--call-timeout", "3"]
+    oracle = subprocess.Popen(
+        [sys.executable, "-m", "shmref.conformance", *args, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=environment,
+        text=True,
+    )
+    stdout, stderr = oracle.communicate(timeout=600)
+    assert oracle.returncode == 1, stdout + stderr
+    status = CRASH if crash else TIMEOUT
+    assert f"{status}: " in stdout and "Traceback" not in stderr, stdout + stderr
+    assert statuses(out)["hazard MCDoubleRead"] == status
+    importers = {int(line) for line in log.read_text().split()}
+    assert importers and oracle.pid not in importers  # the contract check's child, the workers
+
+
 @pytest.mark.slow
 def test_a_store_that_exits_gets_crash_with_its_exit_code(tmp_path):
     found, markdown = run_faulty("exit_in_get", tmp_path)
