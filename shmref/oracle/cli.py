@@ -57,6 +57,7 @@ from shmref.oracle.console import finish, hazard_said
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
+from shmref.oracle.report import forget
 from shmref.oracle.run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_MAX_TIMEOUTS,
@@ -73,7 +74,6 @@ from shmref.oracle.verdict import (
     LEVELS,
     PROTOCOL,
 )
-from shmref.render.html import PAGE
 from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
 from shmref.traces.shipped import ShippedError
@@ -323,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.level, args.only = [PROTOCOL], [f"hazard {args.hazard}"]
     levels = tuple(args.level or LEVELS)
     if args.out:  # no report of an earlier run stands there, whatever happens now
-        forget_reports(args.out)
+        forget(args.out)
     stop_as_on_ctrl_c()
     started = time.monotonic()
     try:
@@ -387,15 +387,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if verdict := gating.said(report, args):
         print(verdict)
     return 0 if report.gate else 1
-
-
-def forget_reports(out: Path) -> None:
-    """An earlier run's report in `out` removed (it must not pass for this run's)."""
-    for stale in ("conformance.json", "conformance.md", PAGE):
-        try:
-            (out / stale).unlink(missing_ok=True)
-        except OSError:
-            pass  # unwritable: said when the report is written
 
 
 def hello_timeout() -> float:

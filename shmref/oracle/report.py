@@ -26,13 +26,26 @@ from shmref.oracle.verdict import (
     level_status,
     shell_impl,
 )
-from shmref.render.html import write_report
+from shmref.render.html import PAGE, write_report
 from shmref.traces.shipped import TRACES_DIR
 
 # conformance.json's JSON Schema, shipped in the wheel (shmref/oracle/report.schema.json)
 SCHEMA_ID = "https://shmref.invalid/conformance/1/report.schema.json"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 SHOWN_LINES = 80  # longer traces: head and tail in the report, all of it in a file
+
+
+FILES = ("conformance.json", "conformance.md", PAGE)  # a report's files (Report.write)
+
+
+def forget(out: Path) -> None:
+    """An earlier run's report in `out` removed: it must not pass for this run's
+    (one that cannot be removed is said when this run's report is written)."""
+    for stale in FILES:
+        try:
+            (out / stale).unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 @dataclass

@@ -19,7 +19,7 @@ from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.isolation import Unit, run_isolated
 from shmref.oracle.progress import Progress
-from shmref.oracle.report import Report
+from shmref.oracle.report import Report, forget
 from shmref.oracle.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
@@ -41,7 +41,6 @@ from shmref.oracle.verdict import (
 )
 from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
-from shmref.render.html import PAGE
 from shmref.seed.aliases import alias_of, is_seed
 from shmref.seed.build import SeedError
 from shmref.testing import profiles
@@ -73,8 +72,7 @@ def default_workers() -> int:
 def fresh(out: Path) -> None:
     """No report of an earlier run may stand in `out` as if it were this one's."""
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("conformance.json", "conformance.md", PAGE):
-        (out / stale).unlink(missing_ok=True)
+    forget(out)
     for folder in ("failures", "trace", "workers", "repeat", sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
 
