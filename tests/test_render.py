@@ -248,6 +248,29 @@ def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Pat
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().count("\n") == 0 and "cannot write" in run.stderr
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_a_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    """shmref.core.files.write_atomically, every writer's: a reader sees the old
+    file or the new one, and a failed write leaves the old one and no temporary."""
+    from shmref.core.files import write_atomically
+
+    path = tmp_path / "conformance.json"
+    write_atomically(path, "old")
+    write_atomically(path, b"new")
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == [path.name]
+    plain = tmp_path.parent / f"{tmp_path.name}-plain"
+    plain.write_text("")  # the permissions a plain write gives
+    assert path.stat().st_mode == plain.stat().st_mode
+    with pytest.raises(UnicodeEncodeError):
+        write_atomically(path, "\udc80")  # fails while writing the temporary file
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == [path.name]
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "x").write_text("")
+    with pytest.raises(OSError):
+        write_atomically(tmp_path / "folder", "text")  # fails at the rename
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, "folder"]
 
 
 def test_the_command_refuses_a_folder_that_is_not_a_report(tmp_path: Path) -> None:
