@@ -57,10 +57,13 @@ def suite_collect(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_level_markers_select_their_conformance_groups() -> None:
     """`-m hardened` etc. (shmref/suite/conftest.py) keep exactly the tests of
-    that level's groups (shmref.oracle.testgroups), and no level takes a checker's
-    own self-test (not part of any group)."""
-    from shmref.oracle.testgroups import TEST_GROUPS, group_of
-    from shmref.oracle.verdict import LEVEL_MARKERS
+    that level's groups (shmref.core.suitegroups, the oracle's table too), and no
+    level takes a checker's own self-test (not part of any group)."""
+    from shmref.core.levels import LEVEL_MARKERS
+    from shmref.core.suitegroups import TEST_GROUPS, group_of
+    from shmref.oracle import testgroups
+
+    assert testgroups.TEST_GROUPS is TEST_GROUPS  # one table, read by the oracle and the suite
 
     selected: dict[str, set[str]] = {}
     for level, marker in LEVEL_MARKERS.items():
