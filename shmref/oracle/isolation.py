@@ -30,6 +30,7 @@ from typing import Any
 from shmref.oracle.descendants import end_marked, marked_env
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
+from shmref.process import has_programs
 from shmref.render.sink import FOLDER, file_name, save
 from shmref.testing.callstream import calls_file, crash_trace
 
@@ -202,7 +203,7 @@ def run_isolated(
         # every child is gone: what a store program left that no live process
         # holds (a segment made between requests, which it does not account
         # for: shmref.process.segments); not swept while a sibling still runs
-        if str(job.get("impl_arg", "")).startswith(("exec:", "mixed:")):
+        if has_programs(str(job.get("impl_arg", ""))):
             outcome.removed += remove_orphans(before)
     finally:  # stopped, or interrupted (Ctrl-C, SIGTERM): the children have sessions of their own
         for lane in lanes:

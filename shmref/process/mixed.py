@@ -16,8 +16,9 @@ from types import ModuleType
 from typing import Any
 
 from shmref import contract
+from shmref.process import MIXED_PREFIX, PROGRAM_PREFIX, is_program
 
-PREFIX = "mixed:"
+PREFIX = MIXED_PREFIX
 _COMPOSED: dict[str, ModuleType] = {}
 
 
@@ -92,11 +93,11 @@ def spec_lock(spec: str) -> str:
     """How a side named on the command line locks its readers: "python" for
     a module; for a program, its hello's reader_lock (the program is
     started to say hello, then closed)."""
-    if not spec.startswith("exec:"):
+    if not is_program(spec):
         return "python"
     from shmref.process.channel import Program
 
-    program = Program(shlex.split(spec[len("exec:") :]), spec)
+    program = Program(shlex.split(spec[len(PROGRAM_PREFIX) :]), spec)
     try:
         return str(program.reader_lock)
     finally:

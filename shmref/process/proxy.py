@@ -21,11 +21,12 @@ from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
+from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
 from shmref.process.messages import b64, encode, unb64
 from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
-PREFIX = "exec:"
+PREFIX = PROGRAM_PREFIX
 # The classes' module: the oracle's watchdog (shmref.oracle.worker) looks
 # for calls into the implementation by the file their module names; this
 # alias names this file alone (a dotted name would name all of shmref).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from shmref.process import MIXED_PREFIX, is_program
 from shmref.seed.aliases import is_port, is_seed
 
 
@@ -13,7 +14,7 @@ def load_impl(name: str) -> ModuleType:
     ../shared/seed, "port" a port of it whose private names all differ;
     "exec:PROGRAM" a store program behind the process protocol
     (shmref.process, docs/protocol.md)."""
-    if name.startswith("exec:"):
+    if is_program(name):
         from shmref.process.proxy import build
 
         module = build(name)
@@ -24,14 +25,14 @@ def load_impl(name: str) -> ModuleType:
                 f"another implementation: --writer/--readers (docs/protocol.md, Roles)"
             )
         return module
-    if name.startswith("mixed:"):
+    if name.startswith(MIXED_PREFIX):
         from shmref.process.mixed import compose, sides
         from shmref.process.proxy import build
 
         writer, readers = sides(name)
         return compose(
             name,
-            *(build(s) if s.startswith("exec:") else load_impl(s) for s in (writer, readers)),
+            *(build(s) if is_program(s) else load_impl(s) for s in (writer, readers)),
         )
     if is_seed(name):
         from shmref.seed.build import build_seed_module
