@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shmref.core.paths import checkout
-from shmref.oracle import gating
+from shmref.oracle import gating, limits
 from shmref.oracle.console import finish, hazard_said
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
@@ -265,7 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="check a recording (JSON, shmref.traces.recorder) with TLC",
     )
     gating.add_options(parser)
+    limits.add_options(parser)
     args = parser.parse_args(argv)
+    config = limits.run_config(args)
 
     if (code := gating.compared(args)) is not None:
         return code
@@ -315,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_as_on_ctrl_c()
     started = time.monotonic()
     try:
-        checked = run_check(args.impl, args.call_timeout, hello_timeout())
+        checked = run_check(args.impl, args.call_timeout, config)
     except KeyboardInterrupt:
         print(
             "shmref: interrupted during the contract check; its processes stopped", file=sys.stderr
@@ -361,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         first=[gate] if gate is not None else [],
         counterexample=args.counterexample,
         repeat=args.repeat,
+        config=config,
     )
     try:
         report = gating.finish(judge, out, args, expect)
@@ -383,9 +386,3 @@ def forget_reports(out: Path) -> None:
             (out / stale).unlink(missing_ok=True)
         except OSError:
             pass  # unwritable: said when the report is written
-
-
-def hello_timeout() -> float:
-    from shmref.process.channel import HELLO_TIMEOUT_ENV, env_number
-
-    return env_number(HELLO_TIMEOUT_ENV, 30.0)

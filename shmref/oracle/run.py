@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shmref import tlc
+from shmref.core.runconfig import RunConfig
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.isolation import run_isolated
@@ -131,6 +132,7 @@ def run(
     first: Sequence[Check] = (),
     counterexample: Path | None = None,
     repeat: int = 1,
+    config: RunConfig | None = None,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -145,7 +147,8 @@ def run(
     contract check's, when it did not pass); `counterexample`: a user's TLC
     output that the hazards are replayed on instead of the shipped ones;
     `repeat`: the seed baseline runs what did not pass up to that many times,
-    so that a flake of the seed is FLAKY there too, not taken for its behaviour."""
+    so that a flake of the seed is FLAKY there too, not taken for its behaviour;
+    `config`: what every child is told (shmref.core.runconfig: the limits)."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
@@ -205,7 +208,9 @@ def run(
             early[-1].start()
 
     try:
-        outcome = run_isolated(job, out, timeout, call_timeout, workers or default_workers(), hear)
+        outcome = run_isolated(
+            job, out, timeout, call_timeout, workers or default_workers(), hear, config
+        )
     except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
         if seed_run is not None:
             seed_run.stop()

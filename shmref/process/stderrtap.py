@@ -10,13 +10,16 @@ import os
 import threading
 from collections.abc import Callable
 
-MAX_STDERR = 1 << 20  # bytes of stderr kept per program (docs/protocol.md, Limits)
-STDERR_ENV = "SHMREF_EXEC_MAX_STDERR"  # another limit, in bytes
+from shmref.core.runconfig import MAX_STDERR, limits
+
+__all__ = ["MAX_STDERR", "STDERR_OPTION", "StderrTap", "stderr_limit"]
+
+STDERR_OPTION = "--max-stderr"  # the oracle's option that sets it (docs/protocol.md, Limits)
 
 
 def stderr_limit() -> int:
-    text = os.environ.get(STDERR_ENV, "")
-    return int(text) if text.isdigit() and int(text) > 0 else MAX_STDERR
+    """Bytes of a program's stderr kept: the run's `--max-stderr`, else MAX_STDERR."""
+    return limits().max_stderr
 
 
 class StderrTap(threading.Thread):
@@ -45,7 +48,7 @@ class StderrTap(threading.Thread):
                 self.told = True
                 self.over(
                     f"the program wrote more than {self.limit} bytes on stderr "
-                    f"(the limit of what the oracle keeps, {STDERR_ENV})"
+                    f"(the limit of what the oracle keeps, {STDERR_OPTION})"
                 )
             # past the limit nothing is kept, but the pipe is still drained:
             # a child of the program blocked on it would never exit
