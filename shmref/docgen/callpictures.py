@@ -114,7 +114,7 @@ def refresh(pictures: list[CallPicture], folder: Path, repo: Path) -> list[str]:
     for ident, trace in found.items():
         path = json_path(ident, folder)
         if not path.is_file() or path.read_text(encoding="utf-8") != trace.dumps():
-            path.write_text(trace.dumps(), encoding="utf-8")
+            trace.save(path)
             notes.append(f"{path.name} recorded")
     for ident, path in committed(folder).items():
         if ident not in found:

@@ -125,8 +125,7 @@ class SeedBaseline:
             )
         second = again / "conformance.json"
         report = kept_second(first, json.loads(second.read_text()) if second.is_file() else None)
-        made.write_text(json.dumps(report.to_json(), indent=1) + "\n")
-        (made.parent / "conformance.md").write_text(report.markdown(made.parent))
+        report.save(made.parent)
 
     def stop(self) -> None:
         """The run was interrupted: the seed's run ends with it, its work folder removed."""

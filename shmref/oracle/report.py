@@ -4,6 +4,8 @@ conformance.json and conformance.md (failures with their trace and a replay comm
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import metadata
@@ -77,6 +79,18 @@ class Report:
             },
             **({"expectations": self.expectations} if self.expectations is not None else {}),
         }
+
+    def save(self, out: Path) -> None:
+        """conformance.json and conformance.md in `out`: their one writer,
+        each file replaced whole (a reader never sees half a report)."""
+        texts = {
+            "conformance.json": json.dumps(self.to_json(), indent=1) + "\n",
+            "conformance.md": self.markdown(out),
+        }
+        for name, text in texts.items():
+            temporary = out / f"{name}.tmp"
+            temporary.write_text(text)
+            os.replace(temporary, out / name)
 
     def markdown(self, out: Path | None = None) -> str:
         lines = [

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -73,12 +72,6 @@ def fresh(out: Path) -> None:
         (out / stale).unlink(missing_ok=True)
     for folder in ("failures", "trace", "workers", "repeat", sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 def selected_groups(
@@ -275,8 +268,7 @@ def run(
 
 def write_files(report: Report, out: Path) -> None:
     """conformance.json, conformance.md and conformance.html of `report` in `out`."""
-    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
-    write_atomically(out / "conformance.md", report.markdown(out))
+    report.save(out)  # conformance.json and conformance.md
     write_report(out)  # conformance.html: the failures drawn (shmref.render)
 
 
@@ -296,7 +288,5 @@ def gate_report(
     report = Report(
         name, quick, [check, *others], 0.0, [f"every other property: {why}"], run_levels
     )
-    write_atomically(out / "conformance.json", json.dumps(report.to_json(), indent=1) + "\n")
-    write_atomically(out / "conformance.md", report.markdown(out))
-    write_report(out)
+    write_files(report, out)
     return report

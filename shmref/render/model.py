@@ -12,6 +12,7 @@ themselves) into chunks with a state, so that every source draws alike.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -112,6 +113,15 @@ class Trace:
             return cls(**fields, steps=steps)
         except (KeyError, TypeError, AttributeError) as exc:
             raise TraceFormatError(f"a field is missing or wrong: {exc}") from None
+
+    def save(self, path: Path) -> Path:
+        """The one writer of a trace file: `path` replaced whole (a reader
+        never sees half a trace)."""
+        path = Path(path)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(self.dumps(), encoding="utf-8")
+        os.replace(temporary, path)
+        return path
 
     @classmethod
     def load(cls, path: Path) -> Trace:

@@ -52,9 +52,7 @@ def save(trace: Trace, case: str = "", folder: Path | None = None) -> Path | Non
     path = Path(where) / file_name(trace.case)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(trace.dumps(), encoding="utf-8")
-        os.replace(temporary, path)
+        trace.save(path)
     except OSError:
         return None  # a picture is never worth failing a check for
     return path
