@@ -116,6 +116,7 @@ def run_check(module: str, call_timeout: float, config: RunConfig | None = None)
             process.wait()
             end_adopted(process.pid)  # its session's id is its pid
             group_gone(process.pid)
+            end_adopted(process.pid)  # any that came here while they died: reaped
         removed = remove_orphans(before)
         lines = lines_of(out)
         loaded = loaded or next((m for m in lines if "loaded" in m), None)

@@ -146,6 +146,7 @@ class Child:
         self.process.wait()
         end_adopted(self.process.pid)  # its session's id is its pid (start_new_session)
         group_gone(self.process.pid)
+        end_adopted(self.process.pid)  # any that came here while they died: reaped
 
     def log_tail(self) -> str:
         lines = self.log_path.read_text(errors="replace").strip().splitlines()
