@@ -106,3 +106,99 @@ def test_a_table_missing_a_variable_is_caught() -> None:
 
 def test_the_readme_links_to_the_table() -> None:
     assert "docs/conformance.md#environment-variables" in (REPO / "README.md").read_text()
+
+
+# -- the run's configuration: the one way a child learns what the run asks ----------------------
+
+
+def test_a_run_configuration_goes_through_its_file(tmp_path: Path) -> None:
+    from shmref.core.runconfig import RunConfig, current_run, running
+
+    config = RunConfig(trace_dir="t", calls_file="c", trace_passed=True, max_line=1024)
+    assert RunConfig.read(config.write(tmp_path / "run.json")) == config
+    assert current_run() is None  # outside a run
+    with running(config):
+        assert current_run() == config
+    assert current_run() is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "not JSON"),
+        ("[1]", "a JSON object, not list"),
+        ('{"trace_dir": "t", "colour": 1}', "unknown field(s) in a run configuration: colour"),
+        ('{"max_line": 0}', "max_line must be a positive number, not 0"),
+        ('{"hello_timeout": "30"}', "hello_timeout must be a positive number, not '30'"),
+        ('{"trace_passed": "yes"}', "trace_passed must be true or false"),
+    ],
+)
+def test_a_bad_run_configuration_is_one_line(tmp_path: Path, text: str, says: str) -> None:
+    from shmref.core.runconfig import RunConfig, RunConfigError
+
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    with pytest.raises(RunConfigError) as caught:
+        RunConfig.read(path)
+    assert says in str(caught.value) and str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_pytest_refuses_a_bad_run_file_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "run.json").write_text('{"max_stderr": -1}')
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--shmref-run"]
+        + [str(tmp_path / "run.json"), str(tmp_path / "test_x.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "--shmref-run: " in proc.stderr and "max_stderr must be a positive number" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# a program that answers its hello with a line that is not JSON
+NOT_JSON = "import sys; sys.stdout.write('hello?\\n'); sys.stdout.flush(); sys.stdin.read()"
+HOOKED = """import sys
+from pathlib import Path
+from shmref.oracle.worker import Events
+from shmref.process import channel
+events = Events(Path(sys.argv[1]))
+if sys.argv[2] == "hook":
+    channel.on_failure(events.program_failed)
+channel.Program([sys.executable, "-c", {program!r}], "exec:bad")
+"""
+
+
+@pytest.mark.parametrize("hook", ["hook", "none"])
+def test_a_program_failure_leaves_through_the_workers_events(tmp_path: Path, hook: str) -> None:
+    """The process layer hands a failure to the worker's hook; the worker's
+    Events writes the incident (the only writer of that file) and the exit
+    code says the status. Without the hook (the broken input) it is raised
+    and nothing is written."""
+    import json
+    import subprocess
+    import sys
+
+    from shmref.process.channel import ERROR_EXIT
+
+    events = tmp_path / "events.jsonl"
+    code = HOOKED.format(program=NOT_JSON)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(events), hook], capture_output=True, text=True, timeout=60
+    )
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    if hook == "hook":
+        assert proc.returncode == ERROR_EXIT, proc.stderr
+        [incident] = lines
+        assert incident["e"] == "incident" and incident["status"] == "ERROR"
+        assert incident["detail"].startswith("shmref.process: ERROR: exec:bad: ")
+    else:
+        assert proc.returncode == 1 and "ProtocolError" in proc.stderr
+        assert lines == []
