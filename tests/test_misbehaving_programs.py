@@ -196,6 +196,17 @@ def test_the_page_states_the_limits_the_code_keeps() -> None:
         main(["--help"])
 
 
+def test_a_limit_option_reaches_the_oracles_children(tmp_path: Path) -> None:
+    """--max-line 50 goes to the contract check's child through the run's
+    configuration: the program's hello (longer) is refused there."""
+    impl = f"exec:python3 {PROGRAM} bad_json late"  # its hello is the reference program's
+    proc, _ = oracle(tmp_path, impl, "--quick", "--max-line", "50")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "a line longer than 50 bytes (the limit, --max-line)" in line, line
+    assert "waiting for its hello" in line or "waited for its hello" in line, line
+
+
 def test_the_limit_options_refuse_what_is_no_limit(capsys: pytest.CaptureFixture[str]) -> None:
     from shmref.oracle.cli import main
 
