@@ -1,7 +1,8 @@
 """A store program's stderr, kept up to a limit: passed on to the oracle's
 own stderr (a worker's log, which a CRASH's detail quotes) until the
-program has written MAX_STDERR bytes; past it the program is stopped and
-its property is ERROR naming the limit. Read in a thread of its own, so
+program has written its limit (the run's `max_stderr`, MAX_STDERR by
+default); past it the program is stopped and its property is ERROR naming
+the limit. Read in a thread of its own, so
 that a program logging while no request waits never blocks on a full pipe."""
 
 from __future__ import annotations
@@ -10,16 +11,11 @@ import os
 import threading
 from collections.abc import Callable
 
-from shmref.core.runconfig import MAX_STDERR, limits
+from shmref.core.runconfig import MAX_STDERR
 
-__all__ = ["MAX_STDERR", "STDERR_OPTION", "StderrTap", "stderr_limit"]
+__all__ = ["MAX_STDERR", "STDERR_OPTION", "StderrTap"]
 
 STDERR_OPTION = "--max-stderr"  # the oracle's option that sets it (docs/protocol.md, Limits)
-
-
-def stderr_limit() -> int:
-    """Bytes of a program's stderr kept: the run's `--max-stderr`, else MAX_STDERR."""
-    return limits().max_stderr
 
 
 class StderrTap(threading.Thread):
