@@ -14,7 +14,10 @@ runs the conformance suite against their module, with their own options
 `--shmref-expect FILE` (the oracle's expectations file, `--expect`) a test
 of a property the file expects to fail is xfail: strict when the property
 is one test; a property of several tests (parametrized) must still have a
-failing one, else the session fails naming it (an unexpected pass).
+failing one, else the session fails naming it (an unexpected pass). With
+`--shmref-run FILE` the session belongs to a conformance run: FILE is the
+run's configuration (shmref.core.runconfig, written by the oracle), entered
+for everything the session runs (`current_run()`).
 """
 
 from __future__ import annotations
@@ -77,6 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "failure found after that keeps its example unshrunk, and says so)",
     )
     group.addoption(
+        "--shmref-run",
+        default=None,
+        metavar="FILE",
+        help="the configuration of the conformance run this session belongs to (JSON, "
+        "written by the oracle: where traces go, the process protocol's limits)",
+    )
+    group.addoption(
         "--shmref-expect",
         default=None,
         metavar="FILE",
@@ -107,8 +117,22 @@ def pytest_configure(config: pytest.Config) -> None:
         ("seed_layout", "the seed's byte layout (optional: a claim of its own)"),
     ):
         config.addinivalue_line("markers", f"{marker}: a test of the conformance level {level}")
+    enter_run_file(config)
     if active(config):
         use_suite_settings(config)
+
+
+def enter_run_file(config: pytest.Config) -> None:
+    """`--shmref-run FILE`: this session belongs to that run (a bad file: one line)."""
+    path = config.getoption("shmref_run")
+    if not path:
+        return
+    from shmref.core.runconfig import RunConfig, RunConfigError, enter_run
+
+    try:
+        enter_run(RunConfig.read(Path(path)))
+    except RunConfigError as exc:
+        raise pytest.UsageError(f"--shmref-run: {exc}") from None
 
 
 class TestTimeout:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 import weakref
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from shmref.core.runconfig import RunConfig, current_run, enter_run, running
 from shmref.render import sink, svg
 from shmref.testing import callring, callstream, calltrace
 
@@ -77,19 +78,24 @@ class SingleWriterShmObjectStorage:
 
 
 @pytest.fixture()
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def store(tmp_path: Path) -> Iterator[ModuleType]:
     """A small store module of its own (instrumenting a class is for the
-    process: never refimpl's or the seed's classes here)."""
-    monkeypatch.setenv(sink.ENV, str(tmp_path / "timelines"))
-    module = ModuleType("fake_store_for_calltrace")
-    exec(compile(STORE, "fake_store_for_calltrace.py", "exec"), module.__dict__)
-    assert calltrace.instrument(module)
-    calltrace.RECORDER.reset()
-    return module
+    process: never refimpl's or the seed's classes here), in a run that
+    asks for traces (its `trace_dir`)."""
+    with running(RunConfig(trace_dir=str(tmp_path / "timelines"))):
+        module = ModuleType("fake_store_for_calltrace")
+        exec(compile(STORE, "fake_store_for_calltrace.py", "exec"), module.__dict__)
+        assert calltrace.instrument(module)
+        calltrace.RECORDER.reset()
+        yield module
 
 
-def test_nothing_is_instrumented_without_a_report(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(sink.ENV, raising=False)
+def test_nothing_is_instrumented_without_a_report() -> None:
+    with running(None):
+        nothing_is_instrumented()
+
+
+def nothing_is_instrumented() -> None:
     module = ModuleType("untouched")
     exec(compile(STORE, "untouched.py", "exec"), module.__dict__)
     before = dict(vars(module.SingleWriterShmRingBuffer))
@@ -191,11 +197,11 @@ def test_a_test_that_left_its_own_trace_keeps_it(store: ModuleType, tmp_path: Pa
 
 def run_bad_input(impl: str, tmp_path: Path, traces: Path | None) -> dict[str, set[str]]:
     """The suite's bad-input tests on `impl`: each test's outcome."""
-    env = {k: v for k, v in os.environ.items() if k != sink.ENV}
-    if traces is not None:
-        env[sink.ENV] = str(traces)
+    run = RunConfig(trace_dir=str(traces) if traces is not None else None)
+    config = run.write(tmp_path / f"run-{traces is not None}.json")
     report = tmp_path / f"report-{traces is not None}.json"
     command = f"-m pytest -q -p no:cacheprovider --shmref-impl={impl} --pyargs shmref.suite"
+    command += f" --shmref-run={config}"
     subprocess.run(
         [
             sys.executable,
@@ -205,7 +211,6 @@ def run_bad_input(impl: str, tmp_path: Path, traces: Path | None) -> dict[str, s
             f"--junitxml={report}",
         ],
         cwd=tmp_path,
-        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -278,7 +283,9 @@ def test_hypothesis_search_streams_its_current_example_only(
     from hypothesis import strategies as st
 
     calls = tmp_path / "child.calls.jsonl"
-    monkeypatch.setenv(callstream.ENV, str(calls))
+    run = current_run()
+    assert run is not None  # the store fixture's, restored after the test
+    enter_run(run.but(calls_file=str(calls)))
     calltrace.RECORDER.reset("test_x.py::test_search")
     seen: list[int] = []
 

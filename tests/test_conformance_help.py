@@ -59,7 +59,7 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
             )
         elif isinstance(action.default, float):
             found[option] = f"{action.default:g}"
-        elif option == "--max-timeouts":
+        elif isinstance(action.default, int) and not isinstance(action.default, bool):
             found[option] = str(action.default)
     return found
 

@@ -196,16 +196,43 @@ def test_the_page_lists_every_refusal_word_of_the_contract() -> None:
 
 
 def test_the_page_states_the_limits_the_code_keeps() -> None:
-    from shmref.process import channel, stderrtap
+    from shmref.core import runconfig
+    from shmref.oracle.cli import main
+    from shmref.process import channel, lines, stderrtap
 
     text = PROTOCOL_PAGE.read_text()
-    assert f"16 MiB ({channel.MAX_LINE} bytes)" in text
-    assert f"1 MiB ({stderrtap.MAX_STDERR} bytes)" in text
+    assert f"16 MiB ({runconfig.MAX_LINE} bytes)" in text
+    assert f"1 MiB ({runconfig.MAX_STDERR} bytes)" in text
     assert f"| {channel.EOF_GRACE:g} s |" in text
-    for name in (channel.HELLO_TIMEOUT_ENV, channel.MAX_LINE_ENV, stderrtap.STDERR_ENV):
-        assert f"`{name}`" in text
-    assert channel.env_number(channel.HELLO_TIMEOUT_ENV, 30.0) == 30.0
+    options = (channel.HELLO_TIMEOUT_OPTION, lines.MAX_LINE_OPTION, stderrtap.STDERR_OPTION)
+    for option in options:
+        assert f"`{option}`" in text
+    assert runconfig.RunConfig().hello_timeout == runconfig.HELLO_TIMEOUT == 30.0
     assert "| the `hello`, from the program's start | 30 s |" in text
+    with pytest.raises(SystemExit):  # each is an option of the oracle, in its --help
+        main(["--help"])
+
+
+def test_a_limit_option_reaches_the_oracles_children(tmp_path: Path) -> None:
+    """--max-line 50 goes to the contract check's child through the run's
+    configuration: the program's hello (longer) is refused there."""
+    impl = f"exec:python3 {PROGRAM} bad_json late"  # its hello is the reference program's
+    proc, _ = oracle(tmp_path, impl, "--quick", "--max-line", "50")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "a line longer than 50 bytes (the limit, --max-line)" in line, line
+    assert "waiting for its hello" in line or "waited for its hello" in line, line
+
+
+def test_the_limit_options_refuse_what_is_no_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    from shmref.oracle.cli import main
+
+    for option, bad in (("--max-line", "0"), ("--max-stderr", "1e3"), ("--hello-timeout", "-1")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--impl", "refimpl", option, bad])
+        assert exit_.value.code == 2
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert option in line and repr(bad) in line, line
 
 
 def test_the_page_sends_an_outsider_to_no_source_file() -> None:
@@ -237,18 +264,68 @@ def test_the_schema_refuses_what_the_page_forbids(op: str, result: Any) -> None:
     assert errors, f"{op} -> {result!r} passed"
 
 
-def test_a_child_that_left_the_session_is_found_by_its_mark() -> None:
-    from shmref.oracle.descendants import carrying, end_marked, marked_env
+def pid_alive(pid: int) -> bool:
+    """Running (not a zombie waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
-    env, mark = marked_env(dict(os.environ))
-    code = "import os, time\nif os.fork() == 0:\n    os.setsid(); time.sleep(60)\n"
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)  # its child outlives it
+
+# a process whose child leaves its session and outlives it, ignoring SIGTERM
+LEAVER = """import os, signal, sys, time
+if os.fork() == 0:
+    os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(os.getpid(), flush=True); time.sleep(60); os._exit(0)
+time.sleep(0.5)
+"""
+
+
+def test_a_child_that_left_the_session_is_ended_by_its_holder() -> None:
+    """A child of the oracle holds (a subreaper above it): the grandchild
+    that called setsid and outlived its parent is re-parented to the holder,
+    which ends it when the child exits, and exits as the child did."""
+    code = "from shmref.oracle.descendants import hold\nhold()\n" + LEAVER + "raise SystemExit(3)\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 3, proc.stderr
+    left = int(proc.stdout.split()[0])
     deadline = time.monotonic() + 5
-    while not carrying(mark) and time.monotonic() < deadline:
+    while pid_alive(left) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert carrying(mark)
-    assert end_marked(mark)
-    assert carrying(mark) == []
+    assert not pid_alive(left)
+
+
+def test_without_a_holder_the_setsid_child_is_left() -> None:
+    """The broken input of the test above: no holder, and the same grandchild
+    outlives its parent (init adopts it); it is ended here by its pid."""
+    proc = subprocess.Popen([sys.executable, "-c", LEAVER], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    left = int(proc.stdout.readline())
+    try:
+        assert proc.wait(timeout=30) == 0
+        time.sleep(0.3)
+        assert pid_alive(left)
+    finally:
+        os.kill(left, 9)
+        proc.stdout.close()
+
+
+def test_end_tree_stops_then_ends_every_process_below() -> None:
+    from shmref.oracle.descendants import end_tree, tree
+
+    code = LEAVER.replace("time.sleep(0.5)", "time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    left = int(proc.stdout.readline())
+    assert left in tree(proc.pid)  # found below its parent though in a session of its own
+    ended = end_tree(proc.pid)
+    assert set(ended) == {proc.pid, left}
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while pid_alive(left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(left)
 
 
 def test_the_conformance_page_names_the_assumptions_the_oracle_reports() -> None:

@@ -99,13 +99,20 @@ def test_the_schema_refuses_a_broken_message(message: dict[str, Any]) -> None:
     assert not validator().is_valid(message)
 
 
-def test_every_message_of_a_run_follows_the_schema(tmp_path: Path, monkeypatch: Any) -> None:
+def test_every_message_of_a_run_follows_the_schema(tmp_path: Path) -> None:
     """A recorded workload (writer, readers in their own processes, split
-    reads, clear) and the ring's own methods, every message validated."""
-    from shmref.testing import record
+    reads, clear) and the ring's own methods, every message validated (the
+    run's `protocol_log`, which the reader processes are told too)."""
+    from shmref.core.runconfig import RunConfig, running
 
     log = tmp_path / "protocol.jsonl"
-    monkeypatch.setenv("SHMREF_PROTOCOL_LOG", str(log))
+    with running(RunConfig(protocol_log=str(log))):
+        every_message_of_a_run(log)
+
+
+def every_message_of_a_run(log: Path) -> None:
+    from shmref.testing import record
+
     impl = load_impl(SERVE)
     impl.PROGRAM.log = str(log)
     before = shm_names()

@@ -101,16 +101,21 @@ def test_the_validation_source_marks_the_rejected_step() -> None:
     assert trace.steps[2].actor == "r2" and trace.verdict.startswith("step 3")
 
 
-def test_the_machine_leaves_its_falsifying_example(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A mutant the state machine catches: its shrunk example is saved as a trace."""
+def test_the_machine_leaves_its_falsifying_example(tmp_path: Path) -> None:
+    """A mutant the state machine catches: its shrunk example is saved as a
+    trace in the run's `trace_dir`."""
+    from shmref.core.runconfig import RunConfig, running
+
+    with running(RunConfig(trace_dir=str(tmp_path))):
+        the_machine_leaves_its_falsifying_example(tmp_path)
+
+
+def the_machine_leaves_its_falsifying_example(tmp_path: Path) -> None:
     from hypothesis import Phase, settings
 
     from shmref.seed.mutants import build_mutant
     from shmref.testing.machine import machine_for
 
-    monkeypatch.setenv(sink.ENV, str(tmp_path))
     machine = machine_for(build_mutant("free_rule_without_n_readers"))
     machine.TestCase.settings = settings(
         machine.TestCase.settings,

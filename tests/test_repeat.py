@@ -72,7 +72,7 @@ def conformance(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "faulty")]),
-        "SHMREF_FLAKY_MARK": str(out.parent / f"{out.name}.mark"),
+        "FLAKY_GET_MARK": str(out.parent / f"{out.name}.mark"),
     }
     command = [sys.executable, "-m", "shmref.conformance", "--impl", "flaky_get", "--quick"]
     command += ["--no-baseline", "--no-progress", "--level", SEED, "--only", FLAKY_TEST]

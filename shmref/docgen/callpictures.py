@@ -16,7 +16,6 @@ picture must have its place in FINDINGS.md. The findings drawn from TLC
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -26,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shmref.core.runconfig import RunConfig
 from shmref.render import sink, svg
 from shmref.render.model import Trace, TraceFormatError
-from shmref.testing.callplugin import PASSED_ENV
 
 PREFIX = "finding-"
 NEUTRAL = (
@@ -79,20 +78,19 @@ def record(pictures: list[CallPicture], repo: Path) -> dict[str, Trace]:
     """Each picture's test run on the seed, its calls as a trace (by finding)."""
     if not pictures:
         return {}
-    with tempfile.TemporaryDirectory(prefix="shmref-findings-") as where:
-        env = {**os.environ, sink.ENV: where, PASSED_ENV: "1"}
-        env.pop("SHMREF_CALLS_FILE", None)
+    with tempfile.TemporaryDirectory(prefix="shmref-findings-") as work:
+        where = Path(work) / "traces"  # every test's calls kept (shmref.core.runconfig)
+        run = RunConfig(trace_dir=str(where), trace_passed=True).write(Path(work) / "run.json")
         nodes = sorted({p.test for p in pictures})
         subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
-            + ["-p", "shmref.testing.callplugin", *nodes],
+            + ["-p", "shmref.testing.callplugin", "--shmref-run", str(run), *nodes],
             cwd=repo,
-            env=env,
             capture_output=True,
             text=True,
             timeout=900,
         )
-        traces, _problems = sink.load_all(Path(where))
+        traces, _problems = sink.load_all(where)
     found: dict[str, Trace] = {}
     for picture in pictures:
         file = Path(picture.test.split("::", 1)[0]).name
@@ -116,7 +114,7 @@ def refresh(pictures: list[CallPicture], folder: Path, repo: Path) -> list[str]:
     for ident, trace in found.items():
         path = json_path(ident, folder)
         if not path.is_file() or path.read_text(encoding="utf-8") != trace.dumps():
-            path.write_text(trace.dumps(), encoding="utf-8")
+            trace.save(path)
             notes.append(f"{path.name} recorded")
     for ident, path in committed(folder).items():
         if ident not in found:

@@ -118,7 +118,7 @@ def refresh_traces(folder: Path = FOLDER) -> list[str]:
             raise PictureError(str(exc)) from None
         path = trace_path(picture, folder)
         if not path.is_file() or path.read_text(encoding="utf-8") != trace.dumps():
-            path.write_text(trace.dumps(), encoding="utf-8")
+            trace.save(path)
             written.append(path.name)
     return written
 

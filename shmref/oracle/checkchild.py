@@ -1,8 +1,9 @@
 """The child of the contract check (shmref.oracle.contractcheck):
 
-    python -m shmref.oracle.checkchild MODULE
+    python -m shmref.oracle.checkchild MODULE [RUN.json]
 
-imports MODULE (a program: starts it and reads its hello), creates a ring,
+enters the run's configuration RUN.json (shmref.core.runconfig: the
+protocol's limits), imports MODULE (a program: starts it and reads its hello), creates a ring,
 a storage and its handle, closes the ring, and says what happened as JSON
 lines on stdout. Its parent gives it a session of its own and kills it
 with all it started, whatever it does."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from shmref.oracle.verdict import ERROR
@@ -20,7 +22,7 @@ def say(message: dict[str, Any]) -> None:
     print(json.dumps(message), flush=True)
 
 
-def check(module: str) -> int:
+def check(module: str, run: str | None = None) -> int:
     """`--check MODULE`: import it here (a program: started, its hello
     read), then create a ring, a storage and its handle, close the ring
     (shmref.oracle.contractcheck); one JSON line when it is loaded, one at
@@ -30,12 +32,17 @@ def check(module: str) -> int:
     import gc
 
     from shmref import contract
+    from shmref.core.runconfig import RunConfig, enter_run
+    from shmref.oracle.descendants import hold
     from shmref.oracle.verdict import import_root
     from shmref.process import channel, segments
     from shmref.process.messages import ProgramFailure
     from shmref.seed.impl import load_impl
     from shmref.testing import leaks
 
+    hold()  # whatever this child starts is ended with it (shmref.oracle.descendants)
+    if run is not None:
+        enter_run(RunConfig.read(Path(run)))
     faulthandler.enable()  # a crash prints the Python stack (the CRASH's detail quotes it)
     leaks.start()  # segments made by the module's SharedMemory, or by the program
     try:
@@ -82,4 +89,4 @@ def check(module: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(check(sys.argv[1]))
+    sys.exit(check(*sys.argv[1:3]))

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shmref.core.paths import checkout
-from shmref.oracle import gating
+from shmref.oracle import gating, limits
 from shmref.oracle.console import finish, hazard_said
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
@@ -277,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="check a recording (JSON, shmref.traces.recorder) with TLC",
     )
     gating.add_options(parser)
+    limits.add_options(parser)
     args = parser.parse_args(argv)
+    config = limits.run_config(args)
 
     if (code := gating.compared(args)) is not None:
         return code
@@ -327,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_as_on_ctrl_c()
     started = time.monotonic()
     try:
-        checked = run_check(args.impl, args.call_timeout, hello_timeout())
+        checked = run_check(args.impl, args.call_timeout, config)
     except KeyboardInterrupt:
         print(
             "shmref: interrupted during the contract check; its processes stopped", file=sys.stderr
@@ -374,6 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         counterexample=args.counterexample,
         repeat=args.repeat,
         max_timeouts=args.max_timeouts,
+        config=config,
     )
     try:
         report = gating.finish(judge, out, args, expect)
@@ -387,10 +390,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if verdict := gating.said(report, args):
         print(verdict)
     return 0 if report.gate else 1
-
-
-def hello_timeout() -> float:
-    """Seconds a store program may take to say hello ($SHMREF_EXEC_HELLO_TIMEOUT, default 30)."""
-    from shmref.process.channel import HELLO_TIMEOUT_ENV, env_number
-
-    return env_number(HELLO_TIMEOUT_ENV, 30.0)

@@ -4,8 +4,8 @@ then creates a ring of 1024 bytes and a storage on it, asks the storage
 for its `handle()`, and closes the ring (shmref.oracle.worker `--check`).
 
 It runs in the isolation of the tests (shmref.oracle.isolation): a session
-of its own killed as one, its descendants found by their mark even after
-`setsid` (shmref.oracle.descendants), what it left in /dev/shm removed. Only
+of its own killed as one, its descendants found below it even after
+`setsid` (a subreaper: shmref.oracle.descendants), what it left in /dev/shm removed. Only
 what leaves nothing to judge ends the run with exit 2: a module that does
 not import or lacks required names, a program that cannot start or sends
 no `hello`. A program that breaks the protocol, crashes or hangs during
@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shmref.oracle.descendants import end_marked, marked_env
+from shmref.core.runconfig import RunConfig, running
+from shmref.oracle.descendants import become_subreaper, end_adopted, end_tree
 from shmref.oracle.isolation import child_env, signal_text
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, FAIL, SEED, TIMEOUT, Check
+from shmref.process import has_programs
 
 NAME = "the contract check"
 WHAT = (
@@ -67,27 +69,30 @@ def tail(path: Path) -> str:
     return "\n".join(path.read_text(errors="replace").strip().splitlines()[-TAIL:])
 
 
-def run_check(module: str, call_timeout: float, hello_timeout: float) -> Checked:
+def run_check(module: str, call_timeout: float, config: RunConfig | None = None) -> Checked:
     """Run the check of `module` in a child; whatever the child does, the
-    oracle gets an answer within the check's limits."""
-    from shmref.process.channel import HELLO_TIMEOUT_ENV, TIMEOUT_ENV
+    oracle gets an answer within the check's limits. The child is told
+    `config` (the protocol's limits), a request's limit `call_timeout` added
+    unless the user set $SHMREF_EXEC_TIMEOUT."""
+    from shmref.process.channel import request_timeout
 
-    is_program = module.startswith("exec:") or module.startswith("mixed:")
+    config = (config or RunConfig()).but(request_timeout=call_timeout)
+    is_program = has_programs(module)
     before = shm_names()
-    env, mark = marked_env(child_env())
-    env.setdefault(TIMEOUT_ENV, f"{call_timeout:g}")
-    env.setdefault(HELLO_TIMEOUT_ENV, f"{hello_timeout:g}")
-    load_limit = hello_timeout + SLACK if is_program else IMPORT_TIMEOUT
-    call_limit = 4 * float(env[TIMEOUT_ENV]) + SLACK
+    become_subreaper()  # the child's orphans come here, never to init
+    load_limit = config.hello_timeout + SLACK if is_program else IMPORT_TIMEOUT
     with tempfile.TemporaryDirectory(prefix="shmref-check-") as folder:
+        run = config.write(Path(folder) / "run.json")
+        with running(config):  # the limit as the child will see it
+            call_limit = 4 * request_timeout() + SLACK
         out, err = Path(folder) / "out", Path(folder) / "err"
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "shmref.oracle.checkchild", module],
+                [sys.executable, "-m", "shmref.oracle.checkchild", module, str(run)],
                 stdout=stdout,
                 stderr=stderr,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env=child_env(),
                 start_new_session=True,
             )
         started = loaded_at = time.monotonic()
@@ -104,13 +109,15 @@ def run_check(module: str, call_timeout: float, hello_timeout: float) -> Checked
                     timed_out = True
                     break
         finally:
+            end_tree(process.pid)  # stopped, then killed: none leaves meanwhile
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except OSError:
                 pass
             process.wait()
-            end_marked(mark)
+            end_adopted(process.pid)  # its session's id is its pid
             group_gone(process.pid)
+            end_adopted(process.pid)  # any that came here while they died: reaped
         removed = remove_orphans(before)
         lines = lines_of(out)
         loaded = loaded or next((m for m in lines if "loaded" in m), None)

@@ -43,7 +43,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="run a property that did not pass up to N times in all; one whose runs differ "
-        "is FLAKY, with each attempt's status",
+        "is FLAKY, with each attempt's status (default 1: each property once)",
     )
     parser.add_argument(
         "--repeat-all",

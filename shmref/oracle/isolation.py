@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shmref.oracle.descendants import end_marked, marked_env
+from shmref.core.runconfig import RunConfig
+from shmref.oracle.descendants import become_subreaper, end_adopted, end_tree
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
 from shmref.process import has_programs
@@ -95,17 +96,21 @@ def signal_text(code: int) -> str:
 class Child:
     """One worker process and the events it has written so far."""
 
-    def __init__(self, job: dict[str, Any], out: Path, number: int) -> None:
-        folder = out / "workers"  # one job, event stream and log per child
+    def __init__(self, job: dict[str, Any], out: Path, number: int, config: RunConfig) -> None:
+        folder = out / "workers"  # one job, event stream, configuration and log per child
         folder.mkdir(parents=True, exist_ok=True)
         self.job_path = folder / f"{number}.json"
         self.events_path = folder / f"{number}.jsonl"
         self.log_path = folder / f"{number}.log"
         self.job_path.write_text(json.dumps(job))
         self.events_path.write_text("")
+        # what the child is told (shmref.core.runconfig): failures leave their
+        # traces in DIR/timelines, and a crash the calls before it
+        run = config.but(
+            trace_dir=str(out / FOLDER), calls_file=str(calls_file(self.events_path))
+        ).write(folder / f"{number}.run.json")
         self.offset = 0
         self.shm_before = shm_names()
-        env, self.mark = marked_env(child_env())  # its descendants found, even after setsid
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [
@@ -114,11 +119,12 @@ class Child:
                     "shmref.oracle.worker",
                     str(self.job_path),
                     str(self.events_path),
+                    str(run),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env=child_env(),
                 start_new_session=True,  # its own process group: killed as one
             )
 
@@ -131,21 +137,22 @@ class Child:
         return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def kill(self) -> None:
+        end_tree(self.process.pid)  # stopped, then killed: none leaves meanwhile
+        self.end_descendants()
+
+    def end_descendants(self) -> None:
+        """Its process group, what is below it, and the orphans of its
+        session that came to this process, gone (shmref.oracle.descendants)."""
+        if self.process.poll() is None:
+            end_tree(self.process.pid)
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except OSError:
             pass
         self.process.wait()
-        self.end_descendants()
-
-    def end_descendants(self) -> None:
-        """Its process group, and the processes that left it (setsid), gone."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        end_marked(self.mark)
+        end_adopted(self.process.pid)  # its session's id is its pid (start_new_session)
         group_gone(self.process.pid)
+        end_adopted(self.process.pid)  # any that came here while they died: reaped
 
     def log_tail(self) -> str:
         lines = self.log_path.read_text(errors="replace").strip().splitlines()
@@ -163,14 +170,18 @@ def run_isolated(
     workers: int = 1,
     listener: Listener | None = None,
     max_timeouts: int = 0,
+    config: RunConfig | None = None,
 ) -> Outcome:
     """Run `job` in `workers` children at once (shmref.oracle.shards), each
     replaced when it dies, until every part of it has a result. `listener`
-    sees every event of every child (shmref.oracle.progress). Once
-    `max_timeouts` properties (0: no limit) have ended TIMEOUT, no more is
-    started: the store stopped answering, and asking each property again
-    would cost a call timeout each (`Outcome.stopped`; shmref.oracle.run
-    makes every property TIMEOUT then, whichever had finished)."""
+    sees every event of every child (shmref.oracle.progress); `config` is
+    what each child is told (its own files added). Once `max_timeouts`
+    properties (0: no limit) have ended TIMEOUT, no more is started: the
+    store stopped answering, and asking each property again would cost a
+    call timeout each (`Outcome.stopped`; shmref.oracle.run makes every
+    property TIMEOUT then, whichever had finished)."""
+    become_subreaper()  # a child's orphans come here, never to init (shmref.oracle.descendants)
+    config = config or RunConfig()
     outcome = Outcome()
     claims = out / "workers" / "claims"
     shutil.rmtree(claims, ignore_errors=True)
@@ -181,7 +192,7 @@ def run_isolated(
     lanes = []
     for _ in range(max(1, workers)):
         outcome.children += 1
-        lanes.append(Lane(Child(job, out, outcome.children), timeout, call_timeout, hear))
+        lanes.append(Lane(Child(job, out, outcome.children, config), timeout, call_timeout, hear))
     try:
         while lanes:
             for lane in list(lanes):
@@ -195,7 +206,8 @@ def run_isolated(
                     break
                 if successor is not None:
                     outcome.children += 1
-                    lanes.append(Lane(Child(successor, out, outcome.children), *lane.limits, hear))
+                    child = Child(successor, out, outcome.children, config)
+                    lanes.append(Lane(child, *lane.limits, hear))
             if outcome.stopped:
                 break
             if lanes:

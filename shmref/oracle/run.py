@@ -14,6 +14,7 @@ from typing import Any
 
 from shmref import tlc
 from shmref.core.levels import NO_SEED
+from shmref.core.runconfig import RunConfig
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.hazards import HAZARDS
@@ -129,6 +130,7 @@ def run(
     counterexample: Path | None = None,
     repeat: int = 1,
     max_timeouts: int = DEFAULT_MAX_TIMEOUTS,
+    config: RunConfig | None = None,
 ) -> Report:
     """One conformance run; the implementation runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
@@ -145,7 +147,8 @@ def run(
     `repeat`: the seed baseline runs what did not pass up to that many times,
     so that a flake of the seed is FLAKY there too, not taken for its behaviour;
     `max_timeouts`: after that many TIMEOUTs the run stops and every property
-    is TIMEOUT (stopped_for_timeouts)."""
+    is TIMEOUT (stopped_for_timeouts); `config`: what every child is told
+    (shmref.core.runconfig: the limits)."""
     started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
@@ -206,7 +209,14 @@ def run(
 
     try:
         outcome = run_isolated(
-            job, out, timeout, call_timeout, workers or default_workers(), hear, max_timeouts
+            job,
+            out,
+            timeout,
+            call_timeout,
+            workers or default_workers(),
+            hear,
+            max_timeouts,
+            config,
         )
     except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
         if seed_run is not None:

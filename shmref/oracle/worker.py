@@ -1,14 +1,19 @@
 """The child process of a conformance run: everything that calls the
 implementation runs here, never in the oracle's own process.
 
-    python -m shmref.oracle.worker JOB.json EVENTS.jsonl
+    python -m shmref.oracle.worker JOB.json EVENTS.jsonl RUN.json
 
 A job (written by shmref.oracle.isolation) names the implementation, the suite's
 selections, the recordings and hazard replays still to do, and what an
-earlier child already finished or lost. The child appends one JSON line per
-event to EVENTS, flushed at once, so that whatever kills it (a segfault in a
-native store, os._exit, the parent's kill after a hang) the parent knows
-which property was running. A watchdog thread reports a call into the
+earlier child already finished or lost; RUN.json is the run's configuration
+(shmref.core.runconfig: where traces and calls go, the protocol's limits),
+entered once for everything below. The child's one way out is EVENTS: it
+appends one JSON line per event (`Events`, its only writer), flushed at
+once, so that whatever kills it (a segfault in a native store, os._exit,
+the parent's kill after a hang) the parent knows which property was
+running; a store program's failure comes to it through
+shmref.process.channel's `on_failure` and leaves as an `incident` event.
+A watchdog thread reports a call into the
 implementation that has not returned within the job's `call_timeout`, with
 the stack it is stuck in, and beats once a second so that a child frozen
 with the GIL held is seen too.
@@ -31,14 +36,14 @@ from typing import Any
 
 import pytest
 
+from shmref.core.runconfig import RunConfig, enter_run
+from shmref.oracle.descendants import hold
 from shmref.oracle.shards import Claims, longest_first, run_claimed
 from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
 from shmref.oracle.verdict import ERROR, PROTOCOL, Check
-from shmref.render.sink import ENV as TRACE_ENV
-from shmref.render.sink import FOLDER as TRACE_FOLDER
+from shmref.process import channel
+from shmref.process.messages import ProgramFailure
 from shmref.testing import shrinkbudget
-from shmref.testing.callstream import ENV as CALLS_ENV
-from shmref.testing.callstream import calls_file
 from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")
@@ -50,12 +55,28 @@ class Events:
     def __init__(self, path: Path) -> None:
         self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the child's life)
         self.lock = threading.Lock()
+        # a process forked by a test (a reader) may report too: a lock held by
+        # another thread at the fork would never be released in it
+        os.register_at_fork(after_in_child=self.fresh_lock)
+
+    def fresh_lock(self) -> None:
+        self.lock = threading.Lock()
 
     def emit(self, kind: str, **fields: Any) -> None:
         line = json.dumps({"e": kind, "t": time.time(), **fields}, default=str)
         with self.lock:
             self.file.write(line + "\n")
             self.file.flush()
+
+    def program_failed(self, failure: ProgramFailure) -> None:
+        """A store program broke the protocol, died or hung (shmref.process.channel):
+        its property's status, whatever the test does with exceptions. The
+        line goes to the log and, as an `incident`, to the oracle; the exit
+        code says the status too (a child that dies before the line is read)."""
+        line = channel.failure_line(failure)
+        print(line, file=sys.stderr, flush=True)  # pytest may be capturing it
+        self.emit("incident", status=failure.status, detail=line)
+        os._exit(channel.exit_code(failure))
 
 
 # -- the watchdog ----------------------------------------------------------------------------
@@ -352,12 +373,13 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--check"]:  # the contract check's child (shmref.oracle.checkchild)
         from shmref.oracle.checkchild import check
 
-        return check(argv[1])
-    job_path, events_path = Path(argv[0]), Path(argv[1])
+        return check(*argv[1:3])
+    job_path, events_path, run_path = Path(argv[0]), Path(argv[1]), Path(argv[2])
+    hold()  # whatever this child starts is ended with it (shmref.oracle.descendants)
     job = json.loads(job_path.read_text())
-    os.environ[TRACE_ENV] = str(Path(job["out"]) / TRACE_FOLDER)  # failures leave their traces
-    os.environ[CALLS_ENV] = str(calls_file(events_path))  # ... and a crash, the calls before it
+    enter_run(RunConfig.read(run_path))  # traces, calls and limits, for all below
     events = Events(events_path)
+    channel.on_failure(events.program_failed)
     faulthandler.enable()  # a segfault prints the Python stack to our log
     from shmref.seed.impl import load_impl
 

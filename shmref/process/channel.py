@@ -2,12 +2,17 @@
 its hello, one request at a time, callbacks answered, every line checked.
 
 A program that dies, hangs, or breaks the protocol is a `ProgramFailure`
-with one line that names what happened (and the offending line). Inside the
-oracle's worker process (shmref.oracle.worker) that line is printed and the
-worker exits with a code that tells the oracle the status (CRASH, ERROR,
-TIMEOUT: `EXIT_CODES`), because a test may catch exceptions and the verdict
-must not depend on it; elsewhere (the pytest plugin, users' tests) it is
-raised.
+with one line that names what happened (and the offending line). The
+process that talks to it may take that failure out of the tests' hands
+(`on_failure`): the oracle's worker (shmref.oracle.worker) reports it as its
+property's event and exits with a code that tells the oracle the status
+(CRASH, ERROR, TIMEOUT: `EXIT_CODES`), because a test may catch exceptions
+and the verdict must not depend on it; elsewhere (the pytest plugin,
+users' tests) it is raised.
+
+The limits (docs/protocol.md, "Limits") and the protocol log come from the
+run's configuration (shmref.core.runconfig.current_run), their defaults
+outside a run.
 """
 
 from __future__ import annotations
@@ -16,14 +21,13 @@ import atexit
 import json
 import os
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from shmref.core.runconfig import MAX_LINE, limits
 from shmref.process import segments
-from shmref.process.lines import MAX_LINE, MAX_LINE_ENV, Lines, env_number
+from shmref.process.lines import Lines, env_number
 from shmref.process.messages import (
     ProgramCrashed,
     ProgramFailure,
@@ -32,22 +36,44 @@ from shmref.process.messages import (
     hello_problem,
     short,
 )
-from shmref.process.stderrtap import StderrTap, stderr_limit
+from shmref.process.stderrtap import StderrTap
 
-__all__ = ["MAX_LINE", "MAX_LINE_ENV", "Program", "env_number", "program"]
+__all__ = ["MAX_LINE", "Program", "env_number", "on_failure", "program"]
 
 CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
 EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
 TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
-HELLO_TIMEOUT_ENV = "SHMREF_EXEC_HELLO_TIMEOUT"  # seconds the hello may take (default 30)
-LOG_ENV = "SHMREF_PROTOCOL_LOG"  # a file that gets every message, for schema tests
+HELLO_TIMEOUT_OPTION = "--hello-timeout"  # the oracle's option (docs/protocol.md, Limits)
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
 
 
-def in_oracle_worker() -> bool:
-    """A worker that runs properties (not its `--check` of the import)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", None) == "shmref.oracle.worker" and "--check" not in sys.argv
+def exit_code(failure: ProgramFailure) -> int:
+    """The exit code that tells the oracle a failure's status (EXIT_CODES)."""
+    return {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
+
+
+def failure_line(failure: ProgramFailure) -> str:
+    """The one line the oracle quotes for a failure (its status first)."""
+    return f"shmref.process: {failure.status}: {failure}"
+
+
+FailureHook = Callable[[ProgramFailure], None]
+_ON_FAILURE: FailureHook | None = None
+
+
+def on_failure(hook: FailureHook | None) -> None:
+    """From now on a program's failure goes to `hook` (which does not return:
+    the oracle's worker reports it and exits) instead of being raised; None:
+    raised again. The process layer knows nothing of who listens."""
+    global _ON_FAILURE
+    _ON_FAILURE = hook
+
+
+def request_timeout() -> float:
+    """Seconds a request may take: $SHMREF_EXEC_TIMEOUT (the user's), else
+    the run's, else 60."""
+    run = limits().request_timeout
+    return env_number(TIMEOUT_ENV, run if run is not None else 60.0)
 
 
 # -- the program -----------------------------------------------------------------------------
@@ -57,10 +83,14 @@ class Program(Lines):
     """One running program and its conversation; thread-safe (one request
     at a time)."""
 
-    def __init__(self, argv: list[str], spec: str) -> None:
+    def __init__(self, argv: list[str], spec: str, log: str | None = None) -> None:
+        """Start `argv` and read its hello; `log`: a file that gets every
+        message (default: the run's `protocol_log`, else none)."""
         self.argv, self.spec = argv, spec
-        self.timeout = env_number(TIMEOUT_ENV, 60.0)
-        self.max_line = int(env_number(MAX_LINE_ENV, MAX_LINE))
+        run = limits()
+        self.timeout = request_timeout()
+        self.max_line = run.max_line
+        self.hello_timeout = run.hello_timeout
         self.waited = self.timeout  # the limit of the read in progress (its message says it)
         self.in_flight = 0  # requests of this thread not yet answered (nested: a finalizer's)
         self.deferred: list[str] = []  # objects a finalizer closed during a request
@@ -73,7 +103,7 @@ class Program(Lines):
         self.overflow = ""  # set when its stderr passed the limit
         self.ledger = segments.Ledger()  # every /dev/shm entry it creates
         self.removed: list[str] = []  # those it left, removed when it ended
-        self.log = os.environ.get(LOG_ENV)
+        self.log = run.protocol_log if log is None else log
         self.before: frozenset[str] | None = segments.names()
         try:
             self.process = subprocess.Popen(
@@ -87,7 +117,7 @@ class Program(Lines):
             raise ProgramCrashed(f"{spec}: cannot start {argv[0]!r}: {exc.strerror}") from None
         self.ledger.pid = self.process.pid
         assert self.process.stderr is not None
-        StderrTap(self.process.stderr.fileno(), self.too_much_stderr, stderr_limit()).start()
+        StderrTap(self.process.stderr.fileno(), self.too_much_stderr, run.max_stderr).start()
         try:
             self.hello = self.read_hello()
         finally:
@@ -125,7 +155,7 @@ class Program(Lines):
     # -- the conversation ------------------------------------------------------------------
 
     def read_hello(self) -> dict[str, Any]:
-        hello = self.read_line("its hello", env_number(HELLO_TIMEOUT_ENV, 30.0))
+        hello = self.read_line("its hello", self.hello_timeout)
         problem = hello_problem(hello)
         if problem:
             self.fail(
@@ -251,23 +281,15 @@ class Program(Lines):
         self.send(reply)
 
     def fail(self, failure: ProgramFailure) -> NoReturn:
-        """Stop the program and report: in the oracle's worker, one line and
-        an exit whose code is the status; elsewhere, raise."""
+        """Stop the program and report: to the hook (`on_failure`: the
+        oracle's worker, which exits with the status), else raise."""
         self.kill()
         if self.removed:  # said with the failure: the property's leak
             names = ", ".join(sorted(self.removed))
             failure = type(failure)(f"{failure}; left in /dev/shm (removed): {names}")
         self.dead, self.failure = str(failure), failure
-        if in_oracle_worker():
-            code = {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
-            line = f"shmref.process: {failure.status}: {failure}"
-            print(line, file=sys.stderr, flush=True)  # pytest may be capturing it
-            # the worker's event stream (python -m shmref.oracle.worker JOB EVENTS):
-            # the oracle reads the property's status and this line from it
-            with open(sys.argv[2], "a", encoding="utf-8") as events:
-                event = {"e": "incident", "t": time.time(), "status": failure.status}
-                events.write(json.dumps({**event, "detail": line}) + "\n")
-            os._exit(code)
+        if _ON_FAILURE is not None:
+            _ON_FAILURE(failure)
         raise failure
 
     def kill(self) -> None:

@@ -21,8 +21,7 @@ from shmref.process.messages import (
     short,
 )
 
-MAX_LINE_ENV = "SHMREF_EXEC_MAX_LINE"  # bytes a line may have (default MAX_LINE)
-MAX_LINE = 16 << 20  # bytes of one line, its newline excluded (docs/protocol.md, Limits)
+MAX_LINE_OPTION = "--max-line"  # the oracle's option that sets it (docs/protocol.md, Limits)
 POLL = 0.25  # seconds between looks at a program that says nothing
 
 
@@ -109,7 +108,7 @@ class Lines:
                 self.fail(
                     ProtocolError(
                         f"{self.spec}: a line longer than {self.max_line} bytes (the limit, "
-                        f"{MAX_LINE_ENV}) while the oracle waited for {waiting_for}: "
+                        f"{MAX_LINE_OPTION}) while the oracle waited for {waiting_for}: "
                         f"{short(self.pending)}"
                     )
                 )
@@ -134,7 +133,7 @@ class Lines:
             self.fail(
                 ProtocolError(
                     f"{self.spec}: a line longer than {self.max_line} bytes (the limit, "
-                    f"{MAX_LINE_ENV}) while the oracle waited for {waiting_for}: {short(line)}"
+                    f"{MAX_LINE_OPTION}) while the oracle waited for {waiting_for}: {short(line)}"
                 )
             )
         try:

@@ -1,7 +1,8 @@
 """A store program's stderr, kept up to a limit: passed on to the oracle's
 own stderr (a worker's log, which a CRASH's detail quotes) until the
-program has written MAX_STDERR bytes; past it the program is stopped and
-its property is ERROR naming the limit. Read in a thread of its own, so
+program has written its limit (the run's `max_stderr`, MAX_STDERR by
+default); past it the program is stopped and its property is ERROR naming
+the limit. Read in a thread of its own, so
 that a program logging while no request waits never blocks on a full pipe."""
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ import os
 import threading
 from collections.abc import Callable
 
-MAX_STDERR = 1 << 20  # bytes of stderr kept per program (docs/protocol.md, Limits)
-STDERR_ENV = "SHMREF_EXEC_MAX_STDERR"  # another limit, in bytes
+from shmref.core.runconfig import MAX_STDERR
 
+__all__ = ["MAX_STDERR", "STDERR_OPTION", "StderrTap"]
 
-def stderr_limit() -> int:
-    text = os.environ.get(STDERR_ENV, "")
-    return int(text) if text.isdigit() and int(text) > 0 else MAX_STDERR
+STDERR_OPTION = "--max-stderr"  # the oracle's option that sets it (docs/protocol.md, Limits)
 
 
 class StderrTap(threading.Thread):
@@ -45,7 +44,7 @@ class StderrTap(threading.Thread):
                 self.told = True
                 self.over(
                     f"the program wrote more than {self.limit} bytes on stderr "
-                    f"(the limit of what the oracle keeps, {STDERR_ENV})"
+                    f"(the limit of what the oracle keeps, {STDERR_OPTION})"
                 )
             # past the limit nothing is kept, but the pipe is still drained:
             # a child of the program blocked on it would never exit

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shmref.core import vocabulary
+from shmref.core.files import write_atomically
 
 FORMAT = "shmref-trace/1"
 STATES = ("live", "read", "touched", "reclaimable", "free")
@@ -112,6 +113,12 @@ class Trace:
             return cls(**fields, steps=steps)
         except (KeyError, TypeError, AttributeError) as exc:
             raise TraceFormatError(f"a field is missing or wrong: {exc}") from None
+
+    def save(self, path: Path) -> Path:
+        """The one writer of a trace file: `path` replaced whole (a reader
+        never sees half a trace)."""
+        write_atomically(Path(path), self.dumps())
+        return Path(path)
 
     @classmethod
     def load(cls, path: Path) -> Trace:

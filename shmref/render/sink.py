@@ -1,7 +1,8 @@
 """Where a failing check leaves its trace for the report: one JSON file per
-failing case in `$SHMREF_TRACE_DIR` (a conformance run's child sets it to
-DIR/timelines), named after the case. Without the variable nothing is
-written, so the machines and replays cost nothing outside a report."""
+failing case in the run's `trace_dir` (shmref.core.runconfig: a conformance
+run tells its children DIR/timelines), named after the case. Outside such a
+run nothing is written, so the machines and replays cost nothing outside a
+report."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ import os
 import re
 from pathlib import Path
 
-from shmref.core.files import write_atomically
+from shmref.core.runconfig import current_run
 from shmref.render.model import Trace, TraceFormatError
 
-ENV = "SHMREF_TRACE_DIR"
 FOLDER = "timelines"  # beside conformance.json
+
+
+def trace_dir() -> str | None:
+    """Where this run's failing checks leave their traces (None: nowhere)."""
+    run = current_run()
+    return run.trace_dir if run is not None else None
 
 
 def case_of(nodeid: str) -> str:
@@ -37,16 +43,16 @@ def file_name(case: str) -> str:
 
 def save(trace: Trace, case: str = "", folder: Path | None = None) -> Path | None:
     """Write `trace` for the case (default: its own, else the running test)
-    into `folder` (default: $SHMREF_TRACE_DIR; neither: nothing is written).
+    into `folder` (default: the run's `trace_dir`; neither: nothing is written).
     The last trace of a case wins: Hypothesis runs the shrunk example last."""
-    where = folder if folder is not None else os.environ.get(ENV)
+    where = folder if folder is not None else trace_dir()
     if not where:
         return None
     trace.case = case or trace.case or current_case()
     path = Path(where) / file_name(trace.case)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, trace.dumps())
+        trace.save(path)
     except OSError:
         return None  # a picture is never worth failing a check for
     return path

@@ -18,6 +18,7 @@ from contextlib import suppress
 from types import ModuleType
 from typing import Any
 
+from shmref.core.runconfig import RunConfig, current_run, enter_run
 from shmref.core.vocabulary import exception_named
 from shmref.seed.impl import load_impl
 from shmref.store import splitread
@@ -34,14 +35,18 @@ def _outcome(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
         return type(exc).__name__, str(exc)
 
 
-def reader_main(impl_name: str, handle: Any, commands: Any, results: Any) -> None:
-    """Serve commands until ("exit",). Commands:
+def reader_main(
+    impl_name: str, handle: Any, commands: Any, results: Any, run: RunConfig | None = None
+) -> None:
+    """Serve commands until ("exit",), in the run `run` of the process that
+    started it (a spawned interpreter inherits no module state). Commands:
     ("get", address, id, signature, key)        -> a whole read
     ("begin", address, id, signature, key)      -> first step of a split read
     ("copy",) / ("end",)                        -> its next steps
     ("touch", key, address, id, signature)      -> reader-side touch
     ("verify", [handles])                       -> (intact reads, problems)
     Each answers (outcome, value-or-message)."""
+    enter_run(run)
     impl = load_impl(impl_name)
     handle = copy.copy(handle)
     handle.serde_class = serde_class = splitread.cut_serde(handle.serde_class)
@@ -141,7 +146,7 @@ class ReaderProcess:
         self.timeout = timeout
         self.process = CTX.Process(
             target=reader_main,
-            args=(impl_name, handle, self.commands, self.results),
+            args=(impl_name, handle, self.commands, self.results, current_run()),
             daemon=True,
         )
         self.process.start()

@@ -1,23 +1,28 @@
 """The calls of any test on a store, for tests outside the suite (FINDINGS'
-regression tests): `pytest -p shmref.testing.callplugin` with
-$SHMREF_TRACE_DIR set instruments every store module a fixture returns
-(shmref.testing.calltrace) and leaves each failing test's calls as a trace;
-with $SHMREF_TRACE_PASSED set, a passing test's too (a finding's
-demonstration passes on the seed: its calls are the picture)."""
+regression tests): `pytest -p shmref.testing.callplugin --shmref-run FILE`
+with a run configuration (shmref.core.runconfig) that has a `trace_dir`
+instruments every store module a fixture returns (shmref.testing.calltrace)
+and leaves each failing test's calls as a trace; with `trace_passed`, a
+passing test's too (a finding's demonstration passes on the seed: its calls
+are the picture)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from shmref.core.runconfig import current_run
 from shmref.render import sink
 from shmref.testing import calltrace
 
-PASSED_ENV = "SHMREF_TRACE_PASSED"
+
+def passed_kept() -> bool:
+    """The run keeps a passing test's calls too (`trace_passed`)."""
+    run = current_run()
+    return run is not None and run.trace_passed
 
 
 def case_name(item: pytest.Item) -> str:
@@ -43,10 +48,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Save a failed test's calls as its trace (and a passed one's with $SHMREF_TRACE_PASSED)."""
+    """Save a failed test's calls as its trace (and a passed one's with the run's `trace_passed`)."""
     report = yield
     if report.when == "call" and report.failed and call.excinfo is not None:
         calltrace.save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])
-    elif report.when == "call" and report.passed and os.environ.get(PASSED_ENV):
+    elif report.when == "call" and report.passed and passed_kept():
         calltrace.save_failure(case_name(item), "")
     return report

@@ -1,6 +1,7 @@
 """A failing property's calls that outlive a crash: the recorder's steps
-also go, one JSON line each and as they happen, to `$SHMREF_CALLS_FILE`
-(a conformance run's child sets it beside its event stream). A call is
+also go, one JSON line each and as they happen, to the run's `calls_file`
+(shmref.core.runconfig: a conformance run's child has one beside its
+event stream). A call is
 written before it is made and its step after it returned, so when a store
 segfaults or hangs inside a call, the oracle (which outlives its child)
 draws the test's calls up to that one, marked CRASH or TIMEOUT.
@@ -13,10 +14,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from shmref.core.runconfig import current_run
 from shmref.render.model import FORMAT, Step, Trace, TraceFormatError
 
-ENV = "SHMREF_CALLS_FILE"
 _ENCODE = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder, not one a line
+
+
+def streamed_to() -> str:
+    """Where this run's calls are streamed ("" outside a conformance run's child)."""
+    run = current_run()
+    return (run.calls_file or "") if run is not None else ""
 
 
 def calls_file(events: Path) -> Path:
@@ -32,8 +39,8 @@ class Stream:
         self.path = ""
 
     def write(self, line: dict[str, Any]) -> None:
-        """Append one JSON line to $SHMREF_CALLS_FILE if set; a failed write ends the stream."""
-        path = os.environ.get(ENV, "")
+        """Append one JSON line to the run's calls file, if any; a failed write ends the stream."""
+        path = streamed_to()
         if not path:
             return
         try:

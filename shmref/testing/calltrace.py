@@ -1,6 +1,6 @@
 """Every failing property drawn: the calls a suite test made on the store.
 
-When a report asks for traces ($SHMREF_TRACE_DIR), the implementation's two
+When a report asks for traces (the run's `trace_dir`), the implementation's two
 classes are instrumented once: each public method and the constructors go
 through a thin wrapper that remembers the test's outermost calls (method,
 arguments as short text, outcome, result) and the ring they placed. It
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import os
 import sys
 import threading
 import weakref
@@ -31,8 +30,7 @@ from typing import Any
 from shmref.render import sink
 from shmref.render.model import Step, Trace
 from shmref.testing.callring import RingView, attributes_of, follow, positions
-from shmref.testing.callstream import ENV as STREAM_ENV
-from shmref.testing.callstream import Stream
+from shmref.testing.callstream import Stream, streamed_to
 from shmref.testing.calltext import bind, first_line, short, shown_args
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
@@ -95,7 +93,7 @@ class Recorder:
         except Exception:  # no Hypothesis test is running
             return "full"
         if not context.is_final:
-            if not os.environ.get(STREAM_ENV):
+            if not streamed_to():
                 return ""
             if self.example != id(context):  # a new example: the stream starts again
                 with self.lock:
@@ -190,7 +188,7 @@ class Recorder:
 
     def begin(self, name: str, target: Any, bound: dict[str, Any], done: str = "") -> None:
         """The call about to be made, for the stream (before it can crash)."""
-        if not os.environ.get(STREAM_ENV) or self.broken:
+        if not streamed_to() or self.broken:
             return
         try:
             known = self.seen(target) if target is not None else None
@@ -270,7 +268,7 @@ class Recorder:
                 ring=ring.tracker.ring(where) if ring is not None else None,
             )
             (self.head if len(self.head) < KEPT_HEAD else self.tail).append(step)
-            if os.environ.get(STREAM_ENV):
+            if streamed_to():
                 self.stream.step(step, self.constants())
 
     def identify(
@@ -382,7 +380,7 @@ def instrument(module: ModuleType) -> bool:
     """Record the calls on `module`'s classes (and, for writer and readers
     from two sides, the readers' classes too) when a report asks for traces.
     True if it did."""
-    if not os.environ.get(sink.ENV):
+    if not sink.trace_dir():
         return False
     sides = [module, getattr(module, "READERS", None), getattr(module, "WRITER", None)]
     for side in sides:
@@ -395,7 +393,7 @@ def instrument(module: ModuleType) -> bool:
 
 def save_failure(case: str, failure: str) -> None:
     """Leave the failing test's calls as its trace, unless it left its own."""
-    folder = os.environ.get(sink.ENV)
+    folder = sink.trace_dir()
     if not folder or (Path(folder) / sink.file_name(case)).exists():
         return
     trace = RECORDER.trace(case, failure)

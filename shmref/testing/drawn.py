@@ -1,11 +1,10 @@
 """A state machine's falsifying example kept for the report's picture: only
-when a report asks for traces ($SHMREF_TRACE_DIR, shmref.render.sink) and
+when a report asks for traces (the run's `trace_dir`, shmref.render.sink) and
 Hypothesis runs the shrunk failing example for the last time, so that the
 search itself pays nothing."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -31,7 +30,7 @@ class Drawn:
     def __init__(self, name: str, driver: Driver, constants: dict[str, int], readers: int):
         self.driver = driver
         self.builder: Builder | None = None
-        if os.environ.get(sink.ENV) and final_run():
+        if sink.trace_dir() and final_run():
             self.builder = Builder(
                 "hypothesis",
                 f"Hypothesis falsifying example ({name})",
