@@ -48,7 +48,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Save a failed test's calls as its trace (and a passed one's with the run's `trace_passed`)."""
+    """Save a failed test's calls as its trace (a passed one's too if the run asks)."""
     report = yield
     if report.when == "call" and report.failed and call.excinfo is not None:
         calltrace.save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])
