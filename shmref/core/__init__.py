@@ -1,2 +1,3 @@
 """The lowest layer: where things are (paths), the one table of names
-(vocabulary) and the one table renderer. It imports nothing else of shmref."""
+(vocabulary), the one table renderer and what the extra `shmref[oracle]`
+adds (extras). It imports nothing else of shmref."""
