@@ -177,3 +177,12 @@ def test_the_extra_and_its_module_list_agree() -> None:
     assert "shmref[oracle]" in tomllib.loads(text)["project"]["optional-dependencies"]["dev"]
     broken = text.replace('"jinja2>=3.1,<4",', '"jinja2>=3.1,<4", "rich>=13",')
     assert extra_of(broken)["oracle"] != list(extras.MODULES)  # the check can fail
+
+
+def test_the_toolkit_without_the_extra_is_an_import_error_naming_it(tmp_path: Path) -> None:
+    """`import shmref.testing` (an implementer's own tests) is a library
+    import: an ImportError, whose message is the one line."""
+    env = without(["hypothesis"], tmp_path / "blocked")
+    code = "try:\n    import shmref.testing\nexcept ImportError as exc:\n    print(exc)\n"
+    done = run(["-c", code], env, tmp_path)
+    assert extras.INSTALL in done.stdout and "missing: hypothesis" in done.stdout, done
