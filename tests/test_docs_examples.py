@@ -81,7 +81,7 @@ def test_readme_and_docs_show_the_commands_ci_runs_on_the_wheel():
 
 def install_lines(text: str) -> list[str]:
     """The `pip install` commands of a document or script, whitespace joined."""
-    return re.findall(r"pip install[^\n`]*", text.replace("\\\n", " "))
+    return re.findall(r"pip (?:--python \S+ )?install[^\n`]*", text.replace("\\\n", " "))
 
 
 def installs_as_shown(doc: str, script: str) -> list[str]:
