@@ -95,7 +95,7 @@ RUNS = (
 
 def installed(tmp: Path) -> Path:
     """The python of a fresh virtual environment with this checkout's wheel
-    installed (its runtime dependencies only, as `pip install shmref` gives)."""
+    installed with the oracle's extra (what `pip install "shmref[oracle]"` gives)."""
     wheels, venv = tmp / "wheel", tmp / "venv"
     python = venv / "bin" / "python"
 
@@ -105,7 +105,7 @@ def installed(tmp: Path) -> Path:
     quietly(sys.executable, "-m", "build", "--wheel", "-o", str(wheels), str(REPO))
     quietly(sys.executable, "-m", "venv", str(venv))
     (wheel,) = wheels.glob("shmref-*.whl")
-    quietly(str(python), "-m", "pip", "install", "-q", str(wheel))
+    quietly(str(python), "-m", "pip", "install", "-q", f"{wheel}[oracle]")
     # the native store's own runtime dependency (a user of such a store has it)
     quietly(str(python), "-m", "pip", "install", "-q", "cffi")
     return python

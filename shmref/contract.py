@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from shmref.core import tables
-
 # -- the layout (the seed's docstrings) ------------------------------------------------
 
 SECRET_BYTES = 32  # [32-byte handle-signing secret][ring buffer chunks...]
@@ -418,6 +416,8 @@ REFUSAL_WORDS: dict[str, str] = {
 
 def markdown() -> str:
     """The contract as docs/conformance.md shows it (a test keeps them equal)."""
+    from shmref.core import tables  # here: tabulate is shmref[oracle]'s, the contract is not
+
     need = {True: "yes", False: "optional"}
     rows = [(c.where, f"`{signature(c)}`", need[c.required], c.why) for c in CAPABILITIES]
     table = tables.markdown(("where", "name", "required", "why"), rows)

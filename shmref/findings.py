@@ -5,7 +5,10 @@ The command stays here, where users call it; the code lives in
 
 from __future__ import annotations
 
-from shmref.docgen.findings import main
+from shmref.core.extras import require_oracle_extra
 
 if __name__ == "__main__":
+    require_oracle_extra()  # one line, exit 2, when shmref[oracle] is missing
+    from shmref.docgen.findings import main
+
     raise SystemExit(main())

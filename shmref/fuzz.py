@@ -5,7 +5,10 @@ The command stays here, where users call it; the code lives in
 
 from __future__ import annotations
 
-from shmref.fuzzing.run import main
+from shmref.core.extras import require_oracle_extra
 
 if __name__ == "__main__":
+    require_oracle_extra()  # one line, exit 2, when shmref[oracle] is missing
+    from shmref.fuzzing.run import main
+
     raise SystemExit(main())

@@ -9,7 +9,9 @@ guard, so that
     pytest --shmref-impl their.module --pyargs shmref.suite
 
 runs the conformance suite against their module, with their own options
-(`-x`, `-k`, `--lf`, `-n auto`). The suite's fixtures live in
+(`-x`, `-k`, `--lf`, `-n auto`). Without `shmref[oracle]` (Hypothesis and
+the rest) a session that asks for shmref stops with one line naming the
+extra (exit 2); one that does not is left alone. The suite's fixtures live in
 `shmref/suite/conftest.py` and apply to the suite only. With
 `--shmref-expect FILE` (the oracle's expectations file, `--expect`) a test
 of a property the file expects to fail is xfail: strict when the property
@@ -106,8 +108,52 @@ def active(config: pytest.Config) -> bool:
     return bool(config.getoption("shmref_impl") or os.environ.get(IMPL_ENV))
 
 
+def asks_for_shmref(config: pytest.Config) -> bool:
+    """Whether this session uses shmref: one of its options, $SHMREF_IMPL, or
+    the suite named (`--pyargs shmref.suite`, or a path inside it)."""
+    from shmref.core.paths import SUITE_DIR
+
+    options = config.known_args_namespace
+    if os.environ.get(IMPL_ENV) or any(
+        getattr(options, name, None) is not None
+        for name in ("shmref_impl", "shmref_profile", "shmref_shrink_budget", "shmref_expect")
+    ):
+        return True
+    if getattr(options, "shmref_test_timeout", TEST_TIMEOUT) != TEST_TIMEOUT:
+        return True
+    for arg in getattr(options, "file_or_dir", None) or []:
+        name = str(arg).split("::")[0]
+        if getattr(options, "pyargs", False) and (name + ".").startswith("shmref."):
+            return True
+        path = Path(name).resolve()
+        if path == SUITE_DIR or SUITE_DIR in path.parents:
+            return True
+    return False
+
+
+MISSING_EXTRA = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Before the suite's conftest loads (it needs the extra): a session
+    asking for shmref without `shmref[oracle]` loads no conftest and ends
+    in pytest_configure with the one line of shmref.core.extras."""
+    from shmref.core.extras import missing_extra
+
+    if not asks_for_shmref(early_config):
+        return
+    line = missing_extra()
+    if line is not None:
+        early_config.stash[MISSING_EXTRA] = line
+        early_config.known_args_namespace.noconftest = True
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the markers (always); in an active session, load the suite's settings."""
+    line = config.stash.get(MISSING_EXTRA, None)
+    if line is not None:
+        pytest.exit(line, returncode=2)
     config.addinivalue_line("markers", "slow: takes minutes (deselect with -m 'not slow')")
     config.addinivalue_line("markers", "tlc: needs Java and the TLC jar (deselect: -m 'not tlc')")
     for marker, level in (

@@ -343,11 +343,13 @@ def test_at_most_ten_modules_at_the_top() -> None:
 
 
 def test_entry_modules_only_run_main_from_their_home(sources: dict[str, str]) -> None:
+    """...after asking shmref.core.extras whether shmref[oracle] is installed."""
     for entry, home in ENTRY_MODULES.items():
         tree = ast.parse(sources[entry])
-        imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert [(n.module, [a.name for a in n.names]) for n in imports] == [
             ("__future__", ["annotations"]),
+            ("shmref.core.extras", ["require_oracle_extra"]),
             (home, ["main"]),
         ], entry
 

@@ -77,3 +77,37 @@ def test_readme_and_docs_show_the_commands_ci_runs_on_the_wheel():
         assert runs(command.replace("your_module", "refimpl"), script), f"CI does not run {command}"
         for doc in (root / "README.md", DOC):
             assert command in " ".join(doc.read_text().split()), f"{doc.name} lacks: {command}"
+
+
+def install_lines(text: str) -> list[str]:
+    """The `pip install` commands of a document or script, whitespace joined."""
+    return re.findall(r"pip (?:--python \S+ )?install[^\n`]*", text.replace("\\\n", " "))
+
+
+def installs_as_shown(doc: str, script: str) -> list[str]:
+    """What a document or CI gets wrong about the two installs: the oracle's
+    commands need `shmref[oracle]`, refimpl alone needs `pip install shmref`."""
+    problems = []
+    doc_installs = install_lines(doc)
+    if not any("[oracle]" in line for line in doc_installs):
+        problems.append("the document installs the oracle without its extra [oracle]")
+    if any(".whl" in line and "[oracle]" not in line for line in doc_installs):
+        problems.append("the document installs the wheel without [oracle] before the oracle")
+    if "pip install shmref" not in " ".join(doc.split()).replace("`", ""):
+        problems.append("the document does not say `pip install shmref` is refimpl alone")
+    ci = install_lines(script)
+    if not any('"$wheel[oracle]"' in line for line in ci):
+        problems.append('CI does not install "$wheel[oracle]"')
+    if not any(line.split()[-1] == '"$wheel"' for line in ci):
+        problems.append('CI does not install "$wheel" alone (refimpl without the extra)')
+    return problems
+
+
+def test_readme_and_docs_install_what_ci_installs():
+    root = DOC.parents[1]
+    script = (root / ".ci" / "wheel-check").read_text()
+    for doc in (root / "README.md", DOC):
+        assert installs_as_shown(doc.read_text(), script) == [], doc.name
+    # the check can fail: the install as it was before the extra
+    before = "pip install dist/shmref-0.1.0-py3-none-any.whl  # into your environment\n"
+    assert len(installs_as_shown(before, script.replace("[oracle]", ""))) == 4

@@ -13,6 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from shmref.core.extras import missing_extra
+
+if (_missing := missing_extra()) is not None:  # the toolkit is shmref[oracle]'s
+    raise ImportError(_missing)
+
 from shmref import tlc
 from shmref.core.paths import SPEC_DIR
 from shmref.testing.machine import StoreMachine, machine_for
