@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the seed, its port and mutants", ("shmref.seed",)),
     ("driving a store", ("shmref.store",)),
     ("pictures of traces: the trace format, SVG, the HTML report", ("shmref.render",)),
+    ("a test's calls recorded for its picture", ("shmref.calls",)),
     ("traces: replayed, recorded, ITF", ("shmref.traces",)),
     ("machines for users' tests", ("shmref.testing",)),
     ("the bad-input fuzz", ("shmref.fuzzing",)),

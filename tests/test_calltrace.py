@@ -1,4 +1,4 @@
-"""shmref.testing.calltrace: a failing property's calls drawn. The wrapper
+"""shmref.calls.calltrace: a failing property's calls drawn. The wrapper
 must leave every call as it was (arguments, results, exceptions, no
 reference kept), record only the test's own calls (not the store's calls to
 itself, not Hypothesis's search, only its final run), keep a long test's
@@ -20,8 +20,8 @@ from types import ModuleType
 
 import pytest
 
+from shmref.calls import callring, callstream, calltrace
 from shmref.render import sink, svg
-from shmref.testing import callring, callstream, calltrace
 
 REPO = Path(__file__).resolve().parents[1]
 

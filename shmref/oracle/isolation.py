@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shmref.calls.callstream import calls_file, crash_trace
 from shmref.oracle.descendants import end_marked, marked_env
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
 from shmref.render.sink import FOLDER, file_name, save
-from shmref.testing.callstream import calls_file, crash_trace
 
 POLL = 0.1  # seconds between looks at the child
 STARTUP = 120.0  # seconds a new child may take to start beating
@@ -212,7 +212,7 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
 
 def draw_the_calls_before(incident: Incident, child: Child) -> None:
     """The calls of the test a child died (or was killed) in, drawn up to
-    the call it never returned from (shmref.testing.callstream)."""
+    the call it never returned from (shmref.calls.callstream)."""
     folder = child.events_path.parent.parent / FOLDER  # DIR/workers/N.jsonl -> DIR/timelines
     if incident.node is None or (folder / file_name(incident.node)).exists():
         return

@@ -31,14 +31,14 @@ from typing import Any
 
 import pytest
 
+from shmref.calls.callstream import ENV as CALLS_ENV
+from shmref.calls.callstream import calls_file
 from shmref.oracle.shards import Claims, longest_first, run_claimed
 from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
 from shmref.oracle.verdict import ERROR, PROTOCOL, Check
 from shmref.render.sink import ENV as TRACE_ENV
 from shmref.render.sink import FOLDER as TRACE_FOLDER
 from shmref.testing import shrinkbudget
-from shmref.testing.callstream import ENV as CALLS_ENV
-from shmref.testing.callstream import calls_file
 from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")

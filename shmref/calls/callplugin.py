@@ -1,7 +1,7 @@
 """The calls of any test on a store, for tests outside the suite (FINDINGS'
-regression tests): `pytest -p shmref.testing.callplugin` with
+regression tests): `pytest -p shmref.calls.callplugin` with
 $SHMREF_TRACE_DIR set instruments every store module a fixture returns
-(shmref.testing.calltrace) and leaves each failing test's calls as a trace;
+(shmref.calls.calltrace) and leaves each failing test's calls as a trace;
 with $SHMREF_TRACE_PASSED set, a passing test's too (a finding's
 demonstration passes on the seed: its calls are the picture)."""
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from shmref.calls import calltrace
 from shmref.render import sink
-from shmref.testing import calltrace
 
 PASSED_ENV = "SHMREF_TRACE_PASSED"
 

@@ -1,4 +1,4 @@
-"""The ring as a failing test's calls placed it (shmref.testing.calltrace):
+"""The ring as a failing test's calls placed it (shmref.calls.calltrace):
 what each returned call did to the chunks, in cells of the picture, and the
 ring's own position attributes where it keeps them as plain attributes."""
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shmref.calls.calltext import short
 from shmref.render.model import RingTracker
-from shmref.testing.calltext import short
 
 MAX_CELLS = 32  # the ring is drawn in cells of 16 B, doubled until it fits
 

@@ -1,4 +1,4 @@
-"""A call as a step shows it (shmref.testing.calltrace): its arguments
+"""A call as a step shows it (shmref.calls.calltrace): its arguments
 bound to their names and each value as a short repr, its exception as one
 line. Only text is kept: never a reference to an argument or a result."""
 

@@ -8,7 +8,7 @@ changes no argument, result or exception and keeps only text, so a verdict
 is the same with or without it. Not recorded: the store's calls to itself,
 shmref's own checkers (machines, replays, hazards draw their own), and
 Hypothesis's search (only its final run; the search is only streamed, for
-a crash: shmref.testing.callstream). `save_failure` turns a failing test's
+a crash: shmref.calls.callstream). `save_failure` turns a failing test's
 calls into a trace (source `calls`, or `hypothesis`) unless it left its own.
 """
 
@@ -28,12 +28,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from shmref.calls.callring import RingView, attributes_of, follow, positions
+from shmref.calls.callstream import ENV as STREAM_ENV
+from shmref.calls.callstream import Stream
+from shmref.calls.calltext import bind, first_line, short, shown_args
 from shmref.render import sink
 from shmref.render.model import Step, Trace
-from shmref.testing.callring import RingView, attributes_of, follow, positions
-from shmref.testing.callstream import ENV as STREAM_ENV
-from shmref.testing.callstream import Stream
-from shmref.testing.calltext import bind, first_line, short, shown_args
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 KEPT_HEAD, KEPT_TAIL = 12, 47  # a long test keeps its first and last calls
