@@ -15,9 +15,11 @@ fail on a broken input."""
 from __future__ import annotations
 
 import ast
+import importlib
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -73,6 +75,11 @@ ENTRY_MODULES = {
     "shmref.vocabulary": "shmref.docgen.vocabulary_doc",
     "shmref.fuzz": "shmref.fuzzing.run",
 }
+
+# what serves the report's pictures, kept out of the implementers' toolkit (shmref.testing)
+CALL_RECORDING = frozenset(
+    {"calltrace", "callstream", "callring", "calltext", "callplugin", "drawn"}
+)
 
 
 # -- reading the package ----------------------------------------------------------------
@@ -272,6 +279,33 @@ def test_the_wheel_lists_every_package() -> None:
     assert folders - listed == set()
 
 
+def stray_public_names(module: ModuleType) -> list[str]:
+    """The public names of `module` outside its `__all__`: a name without a
+    leading underscore that is neither a module nor `from __future__`."""
+    exported = set(getattr(module, "__all__", ()))
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, ModuleType)
+        and type(value).__module__ != "__future__"
+        and name not in exported
+    )
+
+
+def call_recording_in(folder: Path) -> list[str]:
+    """The call-recording modules found in `folder`."""
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem in CALL_RECORDING)
+
+
+def test_the_toolkit_exports_only_its_documented_names() -> None:
+    testing = importlib.import_module("shmref.testing")
+    assert stray_public_names(testing) == []
+    assert all(hasattr(testing, name) for name in testing.__all__)
+    assert call_recording_in(PACKAGE / "testing") == []
+    assert call_recording_in(PACKAGE / "calls") == sorted(CALL_RECORDING)
+
+
 # -- each check fails on a broken input --------------------------------------------------
 
 
@@ -338,3 +372,16 @@ def test_a_tree_importing_upward_or_a_long_module_elsewhere_is_found() -> None:
     assert cycle == ["bench.a", "bench.b", "bench.a"]
     assert too_long({"bench.big": "x = 1\n" * 451}, TREES["bench"][0]) == ["bench.big: 451 lines"]
     assert too_long({"bench.ok": "x = 1\n" * 450}, TREES["bench"][0]) == []
+
+
+def test_a_stray_public_name_or_call_recording_in_the_toolkit_is_found(tmp_path: Path) -> None:
+    module = ModuleType("toolkit")
+    exec("from __future__ import annotations\nimport os\nfrom pathlib import Path\n", vars(module))
+    module.__all__ = ["machine_for"]  # type: ignore[attr-defined]
+    module.machine_for = lambda: None  # type: ignore[attr-defined]
+    module._private = 1  # type: ignore[attr-defined]
+    assert stray_public_names(module) == ["Path"]
+    (tmp_path / "machine.py").write_text("")
+    assert call_recording_in(tmp_path) == []
+    (tmp_path / "calltrace.py").write_text("")
+    assert call_recording_in(tmp_path) == ["calltrace"]
