@@ -229,7 +229,7 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
     shmtrack.start()
     normal = fuzz(load_impl("refimpl")).summary()
     optimized = subprocess.run(
-        [sys.executable, "-O", "-m", "shmref.fuzz"],
+        [sys.executable, "-O", "-m", "shmref", "fuzz"],
         cwd=repo,
         capture_output=True,
         text=True,

@@ -53,28 +53,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "commands and the suite",
         (
+            "shmref.__main__",
             "shmref.conformance",
-            "shmref.itf",
-            "shmref.findings",
-            "shmref.check",
-            "shmref.deep",
-            "shmref.vocabulary",
-            "shmref.fuzz",
             "shmref.pytest_plugin",
             "shmref.suite",
         ),
     ),
 )
-# `python -m shmref.X` stays where users call it: X only runs `main` from its home
-ENTRY_MODULES = {
-    "shmref.conformance": "shmref.oracle.cli",
-    "shmref.itf": "shmref.traces.itf_cli",
-    "shmref.findings": "shmref.docgen.findings",
-    "shmref.check": "shmref.tlc.check",
-    "shmref.deep": "shmref.tlc.deep",
-    "shmref.vocabulary": "shmref.docgen.vocabulary_doc",
-    "shmref.fuzz": "shmref.fuzzing.run",
-}
+# `python -m shmref.conformance` stays where the design card calls it: it only runs `main`
+ENTRY_MODULES = {"shmref.conformance": "shmref.oracle.cli"}
+# what a top-level module of shmref/ may be: the package, its commands, the contract, the plugin
+TOP_LEVEL = frozenset({"__init__", "__main__", "conformance", "contract", "pytest_plugin"})
 
 # what serves the report's pictures, kept out of the implementers' toolkit (shmref.testing)
 CALL_RECORDING = frozenset(
@@ -258,6 +247,16 @@ def test_at_most_ten_modules_at_the_top() -> None:
     assert len(top) <= MAX_TOP_LEVEL, top
 
 
+def test_commands_are_run_from_one_dispatcher_not_stubs_at_the_top() -> None:
+    assert stray_top_level(PACKAGE) == []
+
+
+def stray_top_level(package: Path) -> list[str]:
+    """Top-level modules other than the package, its commands, the contract
+    and the plugin: a new command goes in shmref/__main__.py's COMMANDS."""
+    return sorted(p.name for p in package.glob("*.py") if p.stem not in TOP_LEVEL)
+
+
 def test_entry_modules_only_run_main_from_their_home(sources: dict[str, str]) -> None:
     for entry, home in ENTRY_MODULES.items():
         tree = ast.parse(sources[entry])
@@ -385,3 +384,11 @@ def test_a_stray_public_name_or_call_recording_in_the_toolkit_is_found(tmp_path:
     assert call_recording_in(tmp_path) == []
     (tmp_path / "calltrace.py").write_text("")
     assert call_recording_in(tmp_path) == ["calltrace"]
+
+
+def test_a_stub_at_the_top_is_found(tmp_path: Path) -> None:
+    for name in ("__init__", "__main__", "conformance", "contract", "pytest_plugin"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert stray_top_level(tmp_path) == []
+    (tmp_path / "findings.py").write_text("from shmref.docgen.findings import main\n")
+    assert stray_top_level(tmp_path) == ["findings.py"]

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.tlc
 
 def run_check(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shmref.check", *args],
+        [sys.executable, "-m", "shmref", "check", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

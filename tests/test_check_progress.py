@@ -1,7 +1,7 @@
 """`make check` says what it is doing (issue 33): a bar redrawn in place on a
 terminal, one line per finished model elsewhere, and nothing it records
 changes. The drawing is tested with a fake clock; one run of `python -m
-shmref.check` on two tiny fixture models needs Java (marked `tlc`)."""
+shmref check` on two tiny fixture models needs Java (marked `tlc`)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_check_prints_a_line_per_finished_model_in_ci(tmp_path: Path) -> None:
     spec = _tiny_spec(tmp_path)
     manifest = (spec / "models.toml").read_bytes()
     proc = subprocess.run(  # stderr is a pipe here, as in CI
-        [sys.executable, "-m", "shmref.check", "--spec-dir", str(spec), "--out", str(tmp_path)],
+        [sys.executable, "-m", "shmref", "check", "--spec-dir", str(spec), "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -168,7 +168,7 @@ def test_the_good_entry_is_accepted(tmp_path: Path) -> None:
 def test_cli_reports_a_broken_data_file_in_one_line(tmp_path: Path) -> None:
     data = write(tmp_path, "findings.toml", BROKEN["unknown severity"][0])
     done = subprocess.run(
-        [sys.executable, "-m", "shmref.findings", "--check", "--data", str(data)],
+        [sys.executable, "-m", "shmref", "findings", "--check", "--data", str(data)],
         capture_output=True,
         text=True,
         cwd=REPO,

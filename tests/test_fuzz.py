@@ -44,7 +44,7 @@ def test_fuzz_gets_only_clear_errors(impl, capsys, calls):
 @EACH_SIZE
 def test_fuzz_under_python_O(impl_name, capsys, calls):
     run = subprocess.run(
-        [sys.executable, "-O", "-m", "shmref.fuzz", "--impl", impl_name, "--calls", str(calls)],
+        [sys.executable, "-O", "-m", "shmref", "fuzz", "--impl", impl_name, "--calls", str(calls)],
         capture_output=True,
         text=True,
         timeout=900,

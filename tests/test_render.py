@@ -241,7 +241,7 @@ def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Pat
     (out / html.PAGE).mkdir()  # a folder where the page goes: os.replace fails
     (out / html.PAGE / "x").write_text("")
     run = subprocess.run(
-        [sys.executable, "-m", "shmref.render", str(out)],
+        [sys.executable, "-m", "shmref", "render", str(out)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -252,7 +252,7 @@ def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Pat
 
 def test_the_command_refuses_a_folder_that_is_not_a_report(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "shmref.render", str(tmp_path)],
+        [sys.executable, "-m", "shmref", "render", str(tmp_path)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},

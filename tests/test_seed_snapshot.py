@@ -28,7 +28,7 @@ def test_the_oracle_snapshot_of_the_seed_is_current(tmp_path: Path) -> None:
     run += ["--out", str(tmp_path)]
     proc = subprocess.run(run, capture_output=True, text=True, env=env, timeout=1800)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-    check = [sys.executable, "-m", "shmref.findings", "--check"]
+    check = [sys.executable, "-m", "shmref", "findings", "--check"]
     check += ["--conformance", str(tmp_path / "conformance.json")]
     proc = subprocess.run(check, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert proc.returncode == 0, (

@@ -34,7 +34,7 @@ def test_design_md_shows_the_generated_tables() -> None:
     shown = vocabulary_doc.documented_section((REPO / "DESIGN.md").read_text())
     assert shown is not None, "DESIGN.md lacks the vocabulary markers"
     assert shown.strip() == vocabulary_doc.markdown().strip(), (
-        "DESIGN.md is stale: paste `python -m shmref.vocabulary --markdown` between the markers"
+        "DESIGN.md is stale: paste `python -m shmref vocabulary --markdown` between the markers"
     )
 
 

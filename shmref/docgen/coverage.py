@@ -3,7 +3,7 @@
 The data is docs/coverage.toml: one `[[row]]` per public method or attribute
 (`Class.name`), with how it was examined (`HOWS`), the tests that did it
 (pytest node ids, checked to exist) and the result (the findings it showed,
-or "sound"). `shmref.findings` renders it into FINDINGS.md between the
+or "sound"). `python -m shmref findings` renders it into FINDINGS.md between the
 `coverage` markers. The list of names is not kept by hand: `public_names`
 derives it from the seed's module by introspection, and `check_names`
 fails when a public name has no row or a row names nothing public, so a

@@ -1,11 +1,11 @@
 """`make findings`: regenerate the generated sections of FINDINGS.md.
 
-    python -m shmref.findings                      rewrite FINDINGS.md
-    python -m shmref.findings --check              exit 1 with a diff if it is stale
-    python -m shmref.findings --conformance FILE   first refresh the oracle snapshot
+    python -m shmref findings                      rewrite FINDINGS.md
+    python -m shmref findings --check              exit 1 with a diff if it is stale
+    python -m shmref findings --conformance FILE   first refresh the oracle snapshot
                                                    from `python -m shmref.conformance
                                                    --impl seed`'s conformance.json
-    python -m shmref.findings --check --conformance FILE
+    python -m shmref findings --check --conformance FILE
                                                    also exit 1 if the snapshot is not
                                                    FILE's summary (writes nothing)
 
@@ -324,7 +324,7 @@ def generate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m shmref.findings",
+        prog="python -m shmref findings",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -345,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--coverage-data", type=Path, default=COVERAGE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not DATA.is_file():
-        print(f"shmref.findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
+        print(f"shmref findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
         return 2
     if not args.check and args.doc == DOC:  # the findings' calls, recorded on the seed
         tlc_drawn = {f for p in pictures.PICTURES for f in p.findings}

@@ -12,7 +12,7 @@ exception is counted, and every object put before the fuzz must still read
 back intact after each batch.
 
 Used by tests/test_fuzz.py (normal mode and `python -O`), by `make fuzz`
-(``python -m shmref.fuzz --calls N --random``) and offered to other
+(``python -m shmref fuzz --calls N --random``) and offered to other
 implementations by the oracle as a hardened-level property.
 """
 
@@ -129,7 +129,7 @@ def fuzz(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shmref.fuzz", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m shmref fuzz", description=__doc__)
     parser.add_argument("--impl", default="refimpl", help="module to fuzz ('seed' for the seed)")
     parser.add_argument("--calls", type=int, default=10_240)
     parser.add_argument("--random", action="store_true", help="not derandomized (make fuzz)")

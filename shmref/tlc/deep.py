@@ -7,9 +7,9 @@ machines: start it with `--workers 0 --host THIS_HOST` and run, on each other
 machine, the worker command it prints. The deep profiles are the manifest's
 models with `deep = true` (not part of `make check`); `--only` picks any model.
 
-    python -m shmref.deep                       # deep models, 2 local workers
-    python -m shmref.deep --only MCRingFixed --workers 3
-    python -m shmref.deep --simulate --depth 60 --num 20000   # fast alternative
+    python -m shmref deep                       # deep models, 2 local workers
+    python -m shmref deep --only MCRingFixed --workers 3
+    python -m shmref deep --simulate --depth 60 --num 20000   # fast alternative
 
 `--simulate` runs `tlc2.TLC -simulate` (random behaviours up to `--depth`
 states, fixed `--seed`): no proof, but deep traces in seconds.
