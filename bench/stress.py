@@ -223,7 +223,7 @@ def _fault_outcomes(repo: Path) -> list[str]:
 
 
 def guarantees_markdown(repo: Path, puts: int) -> str:
-    from shmref.fuzzing.run import fuzz
+    from shmref.fuzzing.fuzz import fuzz
     from shmref.testing import shmtrack
 
     shmtrack.start()
@@ -244,7 +244,7 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         "- **Bad input gets `ValueError`** (`BadArgumentType`, also a `TypeError`, for a "
         "wrong Python type; `KeyError` for a missing key, `MemoryError` for a full ring), "
         "never a value, never another exception, and earlier objects stay readable. "
-        "The fuzz of every public method (`shmref/fuzzing/run.py`, `make fuzz` for long runs):",
+        "The fuzz of every public method (`shmref/fuzzing/fuzz.py`, `make fuzz` for long runs):",
         f"  - normal mode: {normal}",
         f"  - `python -O`: {optimized}",
         "- **Faults on real processes** (`tests/test_faults.py`): a reader killed holding "

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "shmref.docgen.findings",
         "FINDINGS.md's generated sections from docs/findings.toml (--check: current?)",
     ),
-    "fuzz": ("shmref.fuzzing.run", "the bad-input fuzz of every public method (make fuzz)"),
+    "fuzz": ("shmref.fuzzing.fuzz", "the bad-input fuzz of every public method (make fuzz)"),
     "itf": ("shmref.traces.itf_cli", "export, read, replay and validate ITF traces"),
     "vocabulary": (
         "shmref.docgen.vocabulary_doc",

@@ -50,7 +50,7 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
             assert action.default is None  # main runs every level then
             found[option] = "all"
         elif option == "--workers":
-            assert action.default is None  # run.py's workers(): one per core then
+            assert action.default is None  # default_workers(): one per core then
             found[option] = "one per core"
         elif option == "--shrink-budget":
             assert action.default is None  # main picks the budget by --quick then

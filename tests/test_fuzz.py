@@ -1,4 +1,4 @@
-"""The bad-input fuzz (shmref/fuzzing/run.py): 0 values and 0 unexpected exceptions
+"""The bad-input fuzz (shmref/fuzzing/fuzz.py): 0 values and 0 unexpected exceptions
 over >= 10**4 calls, in this process and under `python -O`; and a store that
 returns a value for a bad id, or lets `struct.error` out, is caught."""
 
@@ -15,7 +15,7 @@ import pytest
 
 import refimpl
 from refimpl import ring as refimpl_ring
-from shmref.fuzzing.run import fuzz
+from shmref.fuzzing.fuzz import fuzz
 
 REPO = Path(__file__).resolve().parents[1]
 # The claim (README's Guarantees) is over >= 10**4 calls: that run is `slow`;

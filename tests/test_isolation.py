@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from shmref.oracle.run import selected_groups
+from shmref.oracle.conformance_run import selected_groups
 from shmref.oracle.shmclean import orphans, shm_names
 from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT

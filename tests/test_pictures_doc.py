@@ -13,7 +13,7 @@ import pytest
 
 from shmref.docgen import callpictures, findings, pictures
 from shmref.render import svg
-from shmref.render.model import Trace
+from shmref.render.traceformat import Trace
 
 REPO = Path(__file__).resolve().parents[1]
 

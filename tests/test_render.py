@@ -16,7 +16,7 @@ import pytest
 
 from shmref.render import html, sink, svg
 from shmref.render.build import Builder
-from shmref.render.model import Trace, TraceFormatError
+from shmref.render.traceformat import Trace, TraceFormatError
 from shmref.traces.recording import Recording
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from shmref.tlc import StateGraph, TlcError, find_jar, find_java, manifest, symmetry
-from shmref.tlc.values import FrozenDict
+from shmref.tlc.tlavalues import FrozenDict
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
 MODELS = {m.name: m for m in manifest.load_manifest(SPEC / "models.toml").models}

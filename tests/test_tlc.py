@@ -535,7 +535,7 @@ def test_frozen_dict_unpickled_in_another_process_still_hashes_equal() -> None:
     hash cached in the pickling process must not travel with the pickle."""
     script = (
         "import pickle, sys\n"
-        "from shmref.tlc.values import FrozenDict\n"
+        "from shmref.tlc.tlavalues import FrozenDict\n"
         "d = FrozenDict({'size': 3, 'id': 0}); hash(d)\n"
         "sys.stdout.buffer.write(pickle.dumps(frozenset({d})))\n"
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shmref.calls.calltext import short
-from shmref.render.model import RingTracker
+from shmref.render.traceformat import RingTracker
 
 MAX_CELLS = 32  # the ring is drawn in cells of 16 B, doubled until it fits
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shmref.render.model import FORMAT, Step, Trace, TraceFormatError
+from shmref.render.traceformat import FORMAT, Step, Trace, TraceFormatError
 
 ENV = "SHMREF_CALLS_FILE"
 _ENCODE = json.JSONEncoder(default=str, separators=(",", ":")).encode  # one encoder, not one a line

@@ -33,7 +33,7 @@ from shmref.calls.callstream import ENV as STREAM_ENV
 from shmref.calls.callstream import Stream
 from shmref.calls.calltext import bind, first_line, short, shown_args
 from shmref.render import sink
-from shmref.render.model import Step, Trace
+from shmref.render.traceformat import Step, Trace
 
 CLASSES = ("SingleWriterShmRingBuffer", "SingleWriterShmObjectStorage")
 KEPT_HEAD, KEPT_TAIL = 12, 47  # a long test keeps its first and last calls

@@ -28,7 +28,7 @@ from typing import Any
 
 from shmref.calls.callplugin import PASSED_ENV
 from shmref.render import sink, svg
-from shmref.render.model import Trace, TraceFormatError
+from shmref.render.traceformat import Trace, TraceFormatError
 
 PREFIX = "finding-"
 NEUTRAL = (

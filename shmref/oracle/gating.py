@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shmref.oracle import compare, expectations
+from shmref.oracle.conformance_run import write_files
 from shmref.oracle.expectations import Expectations, ExpectationsError
 from shmref.oracle.repeat import repeat
 from shmref.oracle.report import Report
-from shmref.oracle.run import write_files
 
 
 def runs(text: str) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 import jinja2
 
 from shmref.render import sink, svg
-from shmref.render.model import Trace
+from shmref.render.traceformat import Trace
 
 PAGE = "conformance.html"
 SHOWN_FAILURES = 4  # per property, as in conformance.md

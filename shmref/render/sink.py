@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from shmref.render.model import Trace, TraceFormatError
+from shmref.render.traceformat import Trace, TraceFormatError
 
 ENV = "SHMREF_TRACE_DIR"
 FOLDER = "timelines"  # beside conformance.json

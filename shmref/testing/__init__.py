@@ -13,8 +13,8 @@ from __future__ import annotations
 import typing
 
 from shmref.core.paths import SPEC_DIR as _SPEC_DIR
+from shmref.testing.from_trace import TraceSeededMachine
 from shmref.testing.machine import StoreMachine, machine_for
-from shmref.testing.seeded import TraceSeededMachine
 from shmref.traces.recorder import Recorder, Recording, Validation, random_workload
 from shmref.traces.recorder import record as _record_workload
 from shmref.traces.recorder import validate_either as _validate_either

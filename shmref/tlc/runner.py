@@ -18,12 +18,12 @@ from typing import TextIO
 
 from shmref.tlc.java import find_jar, find_java
 from shmref.tlc.result import EXIT_OUTCOMES, TlcRun, error_text
+from shmref.tlc.tlavalues import TlcError
 from shmref.tlc.toolout import (
     SIM_FILE,
     parse_trace,
     split_tool_output,
 )
-from shmref.tlc.values import TlcError
 
 # --------------------------------------------------------------------------
 # running TLC
