@@ -305,6 +305,49 @@ def test_the_toolkit_exports_only_its_documented_names() -> None:
     assert call_recording_in(PACKAGE / "calls") == sorted(CALL_RECORDING)
 
 
+def is_dunder(path: Path) -> bool:
+    return path.stem.startswith("__") and path.stem.endswith("__")
+
+
+def top_names_below(package: Path) -> list[str]:
+    """Names at the top of `package` (its modules and folders) that a module
+    or folder below it also has: `shmref.findings` beside
+    `shmref.docgen.findings` says neither which is which nor which to run."""
+    top = {p.stem for p in package.glob("*.py") if not is_dunder(p)}
+    top |= {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    below: dict[str, str] = {}
+    for path in sorted(package.glob("*/**/*.py")):
+        if path.name == "__init__.py":
+            if path.parent.parent == package:
+                continue  # a folder at the top: one of `top`
+            name = path.parent.name
+        elif is_dunder(path):
+            continue
+        else:
+            name = path.stem
+        below.setdefault(name, str(path.relative_to(package.parent)))
+    return sorted(f"{name}: {below[name]}" for name in top & set(below))
+
+
+def names_used_thrice(roots: Iterable[Path]) -> list[str]:
+    """File names (dunder files excepted: __init__.py, __main__.py are
+    Python's own) that three or more modules of the trees share."""
+    where: dict[str, list[str]] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if not is_dunder(path):
+                where.setdefault(path.name, []).append(str(path.relative_to(root.parent)))
+    return sorted(f"{name}: {', '.join(paths)}" for name, paths in where.items() if len(paths) > 2)
+
+
+def test_no_module_at_the_top_shares_its_name_with_one_below() -> None:
+    assert top_names_below(PACKAGE) == []
+
+
+def test_no_file_name_is_used_three_times() -> None:
+    assert names_used_thrice(REPO / tree for tree in TREES) == []
+
+
 # -- each check fails on a broken input --------------------------------------------------
 
 
@@ -392,3 +435,30 @@ def test_a_stub_at_the_top_is_found(tmp_path: Path) -> None:
     assert stray_top_level(tmp_path) == []
     (tmp_path / "findings.py").write_text("from shmref.docgen.findings import main\n")
     assert stray_top_level(tmp_path) == ["findings.py"]
+
+
+def test_a_top_name_below_or_a_name_used_thrice_is_found(tmp_path: Path) -> None:
+    top = tmp_path / "pkg"
+    for path in ("__init__.py", "__main__.py", "cli.py", "a/__init__.py", "a/__main__.py"):
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text("")
+    (top / "b" / "deep").mkdir(parents=True)
+    (top / "b" / "__init__.py").write_text("")
+    (top / "b" / "deep" / "__init__.py").write_text("")
+    (top / "b" / "run.py").write_text("")
+    assert top_names_below(top) == []
+    (top / "b" / "deep" / "cli.py").write_text("")
+    assert top_names_below(top) == ["cli: pkg/b/deep/cli.py"]
+    (top / "a" / "b.py").write_text("")
+    assert top_names_below(top) == ["b: pkg/a/b.py", "cli: pkg/b/deep/cli.py"]
+    (top / "b" / "deep" / "a").mkdir()
+    (top / "b" / "deep" / "a" / "__init__.py").write_text("")
+    assert top_names_below(top)[0] == "a: pkg/b/deep/a/__init__.py"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "__init__.py").write_text("")
+    (other / "run.py").write_text("")
+    assert names_used_thrice([top, other]) == []  # __init__.py, __main__.py: Python's own
+    (top / "a" / "run.py").write_text("")
+    assert names_used_thrice([top, other]) == ["run.py: pkg/a/run.py, pkg/b/run.py, other/run.py"]
