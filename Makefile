@@ -11,7 +11,7 @@ setup:
 	  echo "Java not found: installing default-jre-headless"; \
 	  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null; }
 	@command -v chromium >/dev/null || { \
-	  echo "Chromium not found: installing chromium (tests/test_report_browser.py opens the report in it)"; \
+	  echo "Chromium not found: installing chromium (tests/report/test_report_browser.py opens the report in it)"; \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null \
 	  || echo "chromium could not be installed: the browser test will say it is not run"; }
 

@@ -37,7 +37,7 @@ HOWS = ("Hypothesis search", "TLC model", "hand probe", "not examined")
 DUNDERS = ("__init__", "__del__")  # the constructor and finalizer are behaviour too
 # the tests that can back a way of examining (a row claiming it must list one)
 BACKED_BY = {
-    "Hypothesis search": re.compile(r"tests/test_seed_audit\w*\.py::"),
+    "Hypothesis search": re.compile(r"tests/findings/test_seed_audit\w*\.py::"),
     "TLC model": re.compile(r"shmref/suite/test_(replay|stateful)\.py::"),
 }
 NODE_ID = re.compile(r"(?:tests|shmref/suite)/[\w/]+\.py::(?:Test\w+::)?test_\w+")

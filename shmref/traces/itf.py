@@ -12,7 +12,7 @@ The command line (`python -m shmref itf`) is shmref/traces/itf_cli.py.
 
 (itf-py on PyPI is not used here: it decodes records to namedtuples, always
 writes integers as #bigint and does not validate, so a malformed file ends
-in a KeyError, and types are what we need. tests/test_itf.py uses it to
+in a KeyError, and types are what we need. tests/traces/test_itf.py uses it to
 check that our files read and write the same with the ecosystem's reader.)
 """
 

@@ -2,7 +2,7 @@
 FLAKY_TEST (when none has left the marker file $SHMREF_FLAKY_MARK yet)
 raises, every later one works.
 Run twice, a property that reads gets two statuses: FLAKY under --repeat
-(tests/test_repeat.py)."""
+(tests/oracle/test_repeat.py)."""
 
 import os
 from pathlib import Path
