@@ -32,9 +32,13 @@ severity = "crash or wedge"
 reach = "a configuration"
 vllm_path = "vllm/x.py: f"
 upstream = "still present"
-seed_tests = ["tests/findings/test_seed_findings.py::test_f01_asserts_vanish_under_dash_O_seed"]
-refimpl_tests = ["tests/findings/test_seed_findings.py::test_f03_interleaved_put_refimpl"]
-replay = "python -m pytest tests/findings/test_seed_findings.py -k f01"
+seed_tests = [
+  "tests/findings/test_seed_findings_bad_input.py::test_f01_asserts_vanish_under_dash_O_seed",
+]
+refimpl_tests = [
+  "tests/findings/test_seed_findings_reclamation.py::test_f03_interleaved_put_refimpl",
+]
+replay = "python -m pytest tests/findings/test_seed_findings_bad_input.py -k f01"
 """
 
 
@@ -131,12 +135,13 @@ BROKEN = {
         "do not exist",
     ),
     "malformed node id": (
-        GOOD_ENTRY.replace("tests/findings/test_seed_findings.py::test_f01", "test_f01"),
+        GOOD_ENTRY.replace("tests/findings/test_seed_findings_bad_input.py::test_f01", "test_f01"),
         "not tests/FILE.py::test_NAME",
     ),
     "empty test list": (
         GOOD_ENTRY.replace(
-            '["tests/findings/test_seed_findings.py::test_f01_asserts_vanish_under_dash_O_seed"]',
+            '[\n  "tests/findings/test_seed_findings_bad_input.py::'
+            'test_f01_asserts_vanish_under_dash_O_seed",\n]',
             "[]",
         ),
         "non-empty list",

@@ -1,6 +1,6 @@
 """Regression pairs for the findings of the method audit (FINDINGS.md #20-#25).
 
-As in tests/findings/test_seed_findings.py: each `_seed` test shows the defect on the
+As in the other tests/findings/test_seed_findings_*.py: each `_seed` test shows the defect on the
 seed's code (it fails once the defect is gone); each `_refimpl` test shows
 what refimpl does, marked `xfail(strict=True)` where refimpl still has the
 defect. The searches that met them are tests/findings/test_seed_audit_*.py.
