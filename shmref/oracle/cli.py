@@ -77,18 +77,6 @@ from shmref.testing.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
 from shmref.traces.shipped import ShippedError
 
-# -- trace validation -----------------------------------------------------------------------
-
-
-# -- the run -------------------------------------------------------------------------------
-
-
-# -- the seed baseline ---------------------------------------------------------------------
-
-
-# -- the run -------------------------------------------------------------------------------
-
-
 # The report's folder without --out, stated once: OUT_HELP says it, default_out makes it.
 OUT_INSTALLED = "shmref-conformance"  # below the current folder
 OUT_IN_CHECKOUT = "build/conformance"  # below a shmref checkout's root
