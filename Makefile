@@ -11,7 +11,7 @@ setup:
 	  echo "Java not found: installing default-jre-headless"; \
 	  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null; }
 	@command -v chromium >/dev/null || { \
-	  echo "Chromium not found: installing chromium (tests/test_report_browser.py opens the report in it)"; \
+	  echo "Chromium not found: installing chromium (tests/report/test_report_browser.py opens the report in it)"; \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null \
 	  || echo "chromium could not be installed: the browser test will say it is not run"; }
 
@@ -25,19 +25,19 @@ spec-traces: setup
 # make check MODEL=MCRing runs one model; a full run records the measured
 # states/depth/time in spec/models.toml and regenerates spec/README.md's table.
 check: setup
-	$(PYTHON) -m shmref.check $(if $(MODEL),--only $(MODEL),--record)
+	$(PYTHON) -m shmref check $(if $(MODEL),--only $(MODEL),--record)
 
 # The deep profiles (models.toml: deep = true) on TLC's distributed mode:
 # a TLCServer and WORKERS local TLCWorkers; workers on other machines join
-# with the command it prints (python -m shmref.deep --help). check-sim: the
+# with the command it prints (python -m shmref deep --help). check-sim: the
 # fast alternative, random behaviours up to DEPTH states.
 WORKERS ?= 2
 DEPTH ?= 60
 check-deep: setup
-	$(PYTHON) -m shmref.deep --workers $(WORKERS) $(if $(MODEL),--only $(MODEL))
+	$(PYTHON) -m shmref deep --workers $(WORKERS) $(if $(MODEL),--only $(MODEL))
 
 check-sim: setup
-	$(PYTHON) -m shmref.deep --simulate --depth $(DEPTH) $(if $(MODEL),--only $(MODEL))
+	$(PYTHON) -m shmref deep --simulate --depth $(DEPTH) $(if $(MODEL),--only $(MODEL))
 
 # make test: everything but the `slow` tests, on 2 workers (under 5 minutes on
 # 2 cores); the conformance CLI runs share one worker (xdist_group), hence
@@ -74,8 +74,8 @@ proofs: setup
 
 fuzz: setup
 	SHMREF_PROFILE=shmref-long $(PYTHON) -m pytest -q shmref/suite/test_stateful.py shmref/suite/test_replay.py
-	$(PYTHON) -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
-	$(PYTHON) -O -m shmref.fuzz --impl $(IMPL) --calls 200000 --random
+	$(PYTHON) -m shmref fuzz --impl $(IMPL) --calls 200000 --random
+	$(PYTHON) -O -m shmref fuzz --impl $(IMPL) --calls 200000 --random
 
 bench: setup native rust
 	$(PYTHON) -m bench
@@ -162,29 +162,30 @@ conformance: setup
 # oracle section from it; a slow test fails when the snapshot is older than the oracle.
 seed-snapshot: setup
 	$(PYTHON) -m shmref.conformance --impl seed || [ $$? -eq 1 ]  # 1: the seed fails hardened
-	$(PYTHON) -m shmref.findings --conformance build/conformance/shmref_seed/conformance.json
+	$(PYTHON) -m shmref findings --conformance build/conformance/shmref_seed/conformance.json
 
 # FINDINGS.md's generated sections (tables, the audit's coverage, the oracle's report) from
 # docs/findings.toml and docs/coverage.toml, and the hazards' pictures (docs/pictures, also in
 # spec/README.md) from the shipped counterexamples (make spec-traces);
 # CONFORMANCE=build/conformance/shmref_seed/conformance.json refreshes the oracle snapshot.
 findings:
-	$(PYTHON) -m shmref.findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
+	$(PYTHON) -m shmref findings $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
 
 # The same, checking instead of writing: exit 1 if FINDINGS.md is stale or (with
 # CONFORMANCE=...) if docs/seed-conformance.json is not that report's summary.
 findings-check:
-	$(PYTHON) -m shmref.findings --check $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
+	$(PYTHON) -m shmref findings --check $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
 
 # Every public name (no leading underscore, as ruff decides) of what implementers
 # and users call has a docstring: ruff's pydocstyle rules for a missing one, on
-# DOCUMENTED only (the one list; tests/test_docstrings.py reads it from here).
+# DOCUMENTED only (the one list; tests/tools/test_docstrings.py reads it from here).
 # Not selected: D105 (a magic method means what Python says it means) and D107
 # (__init__: the class docstring says how one is built).
 DOCSTRING_RULES = D100,D101,D102,D103,D104,D106
-DOCUMENTED = refimpl shmref/contract.py shmref/testing \
-  shmref/conformance.py shmref/oracle/cli.py shmref/pytest_plugin.py shmref/render/__main__.py \
-  shmref/check.py shmref/deep.py shmref/findings.py shmref/fuzz.py shmref/itf.py shmref/vocabulary.py
+DOCUMENTED = refimpl shmref/contract.py shmref/testing shmref/calls \
+  shmref/__main__.py shmref/conformance.py shmref/oracle/cli.py shmref/pytest_plugin.py \
+  shmref/tlc/check.py shmref/tlc/deep.py shmref/docgen/findings.py shmref/fuzzing/fuzz.py \
+  shmref/traces/itf_cli.py shmref/docgen/vocabulary_doc.py
 
 lint: setup
 	$(PYTHON) -m ruff check .

@@ -14,7 +14,7 @@ adds every test's CPU seconds to it), `make ci` the seconds of each step
 (build/ci/wheel-check.tsv). From them this writes the measurement, reduced
 (tiers, files, tests of a second or more), to docs/ci-time.json, and from
 that the tables between the markers of docs/ci-time.md, so the document's
-check needs no CI run (tests/test_citime.py).
+check needs no CI run (tests/tools/test_citime.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ while a slower reader still reads it; refimpl refuses most such reads with
 `ValueError`, and the residual that FINDINGS H1 names (a writer step between
 the re-check and the count's increment) shows up as torn objects.
 
-`run(impl_name, puts)` is used by tests/test_stress.py (a small count) and by
+`run(impl_name, puts)` is used by tests/refimpl/test_stress.py (a small count) and by
 `python -m bench` (10**5 puts, refimpl and the seed side by side).
 """
 
@@ -205,7 +205,7 @@ def _fault_outcomes(repo: Path) -> list[str]:
             "-rA",
             "-p",
             "no:cacheprovider",
-            "tests/test_faults.py",
+            "tests/refimpl/test_faults.py",
         ],
         cwd=repo,
         capture_output=True,
@@ -223,13 +223,13 @@ def _fault_outcomes(repo: Path) -> list[str]:
 
 
 def guarantees_markdown(repo: Path, puts: int) -> str:
-    from shmref.fuzzing.run import fuzz
+    from shmref.fuzzing.fuzz import fuzz
     from shmref.testing import shmtrack
 
     shmtrack.start()
     normal = fuzz(load_impl("refimpl")).summary()
     optimized = subprocess.run(
-        [sys.executable, "-O", "-m", "shmref.fuzz"],
+        [sys.executable, "-O", "-m", "shmref", "fuzz"],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -244,10 +244,10 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         "- **Bad input gets `ValueError`** (`BadArgumentType`, also a `TypeError`, for a "
         "wrong Python type; `KeyError` for a missing key, `MemoryError` for a full ring), "
         "never a value, never another exception, and earlier objects stay readable. "
-        "The fuzz of every public method (`shmref/fuzzing/run.py`, `make fuzz` for long runs):",
+        "The fuzz of every public method (`shmref/fuzzing/fuzz.py`, `make fuzz` for long runs):",
         f"  - normal mode: {normal}",
         f"  - `python -O`: {optimized}",
-        "- **Faults on real processes** (`tests/test_faults.py`): a reader killed holding "
+        "- **Faults on real processes** (`tests/refimpl/test_faults.py`): a reader killed holding "
         "the reader lock makes other readers raise `ReaderLockTimeout` after "
         f"{READER_LOCK_TIMEOUT:g} s instead of blocking for ever; a writer killed in the "
         "middle of a put leaves complete objects readable, refuses the torn one with "
@@ -263,7 +263,7 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         f"  - A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated), for the record: "
         "reads of reclaimed chunks are refused with `ValueError`, and FINDINGS H1's "
         "residual remains (a late increment can tear the next object: "
-        f"`tests/test_stress.py`): {broken.line()}",
+        f"`tests/refimpl/test_stress.py`): {broken.line()}",
         f"  - segments left in /dev/shm by all of the above: {len(shmtrack.leaked())} "
         f"(of {len(shmtrack.created())} created or mapped)",
     ]

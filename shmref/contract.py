@@ -393,7 +393,7 @@ def signature(cap: Capability) -> str:
 
 # Exceptions are judged by kind (state machines, replays, hazards, the
 # protocol's replies), except in the properties that look for words of a
-# refusal's message: these words, all of them (tests/test_contract_words.py
+# refusal's message: these words, all of them (tests/oracle/test_contract_words.py
 # holds the suite's `pytest.raises(..., match=...)` to this table).
 REFUSAL_WORDS: dict[str, str] = {
     "Not enough space": "MemoryError: allocate_buf finds no room (the seed's words)",

@@ -10,7 +10,7 @@ const { parse, dump } = require('./json');
 const { Ring, PyError, valueError, int } = require('./ring');
 const { Storage } = require('./storage');
 
-// A deliberate protocol break for tests/test_js_store.py, which must see it judged
+// A deliberate protocol break for tests/examples/test_js_store.py, which must see it judged
 // ERROR: JS_STORE_MUTANT=put-reply-id answers every put as if it were another request.
 const MUTANT = process.env.JS_STORE_MUTANT || '';
 const argLock = process.argv.indexOf('--reader-lock');

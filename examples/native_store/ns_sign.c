@@ -2,7 +2,7 @@
  * the seed's documented form, with the secret read from the segment at each
  * call (clear() replaces it, and every older handle is then refused).
  * SHA-256 is FIPS 180-4, written here so that nothing is linked but libc;
- * tests/test_native_store.py compares it with hashlib and hmac.
+ * tests/examples/test_native_store.py compares it with hashlib and hmac.
  * Compiled in ns_ring.c's translation unit (build.py), after ns_ring.h. */
 #include <stdint.h>
 #include <string.h>

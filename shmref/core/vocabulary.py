@@ -10,7 +10,7 @@ names what a step raised by its type and by the step it happened at, never
 by the text of its message. Replay, the recorder, the state machine, the
 hazard replay, trace validation, the ITF schema and the layout tests look
 names up here. The lowest layer: it imports nothing of shmref (DESIGN.md's
-tables and `python -m shmref.vocabulary` are shmref/docgen/vocabulary_doc.py).
+tables and `python -m shmref vocabulary` are shmref/docgen/vocabulary_doc.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The data is docs/coverage.toml: one `[[row]]` per public method or attribute
 (`Class.name`), with how it was examined (`HOWS`), the tests that did it
 (pytest node ids, checked to exist) and the result (the findings it showed,
-or "sound"). `shmref.findings` renders it into FINDINGS.md between the
+or "sound"). `python -m shmref findings` renders it into FINDINGS.md between the
 `coverage` markers. The list of names is not kept by hand: `public_names`
 derives it from the seed's module by introspection, and `check_names`
 fails when a public name has no row or a row names nothing public, so a
@@ -37,7 +37,7 @@ HOWS = ("Hypothesis search", "TLC model", "hand probe", "not examined")
 DUNDERS = ("__init__", "__del__")  # the constructor and finalizer are behaviour too
 # the tests that can back a way of examining (a row claiming it must list one)
 BACKED_BY = {
-    "Hypothesis search": re.compile(r"tests/test_seed_audit\w*\.py::"),
+    "Hypothesis search": re.compile(r"tests/findings/test_seed_audit\w*\.py::"),
     "TLC model": re.compile(r"shmref/suite/test_(replay|stateful)\.py::"),
 }
 NODE_ID = re.compile(r"(?:tests|shmref/suite)/[\w/]+\.py::(?:Test\w+::)?test_\w+")

@@ -1,11 +1,11 @@
 """`make findings`: regenerate the generated sections of FINDINGS.md.
 
-    python -m shmref.findings                      rewrite FINDINGS.md
-    python -m shmref.findings --check              exit 1 with a diff if it is stale
-    python -m shmref.findings --conformance FILE   first refresh the oracle snapshot
+    python -m shmref findings                      rewrite FINDINGS.md
+    python -m shmref findings --check              exit 1 with a diff if it is stale
+    python -m shmref findings --conformance FILE   first refresh the oracle snapshot
                                                    from `python -m shmref.conformance
                                                    --impl seed`'s conformance.json
-    python -m shmref.findings --check --conformance FILE
+    python -m shmref findings --check --conformance FILE
                                                    also exit 1 if the snapshot is not
                                                    FILE's summary (writes nothing)
 
@@ -86,6 +86,8 @@ OPTIONAL = ("upstream_note", "refimpl_note", "refimpl_kept")
 
 @dataclass(frozen=True)
 class Finding:
+    """One row of docs/findings.toml: a defect of the seed, where it reaches vLLM, its tests."""
+
     id: str
     title: str
     severity: str
@@ -248,6 +250,8 @@ def summary_table(
 
 
 def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:
+    """FINDINGS.md's replay table: each finding's command and the tests that show it."""
+
     def names(tests: Sequence[str]) -> str:
         return "<br>".join(
             f"`{t.split('::')[1]}`" + (" (xfail)" if xfail[t] else "") for t in tests
@@ -264,6 +268,7 @@ def sections(
     repo: Path = REPO,
     coverage_data: Path = COVERAGE,
 ) -> dict[str, str]:
+    """Every generated section of FINDINGS.md, by marker name, from the findings and the data."""
     xfail = xfail_map(findings, repo)
     try:
         covered = coverage.section(coverage_data, repo)
@@ -323,8 +328,9 @@ def generate(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m shmref findings`: FINDINGS.md's sections written, or (--check) checked."""
     parser = argparse.ArgumentParser(
-        prog="python -m shmref.findings",
+        prog="python -m shmref findings",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -345,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--coverage-data", type=Path, default=COVERAGE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not DATA.is_file():
-        print(f"shmref.findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
+        print(f"shmref findings: {DATA} not found: run it in a shmref checkout", file=sys.stderr)
         return 2
     if not args.check and args.doc == DOC:  # the findings' calls, recorded on the seed
         tlc_drawn = {f for p in pictures.PICTURES for f in p.findings}

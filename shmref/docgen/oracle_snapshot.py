@@ -1,4 +1,4 @@
-"""The oracle's report on the seed, as FINDINGS.md shows it (used by shmref.findings).
+"""The oracle's report on the seed, as FINDINGS.md shows it (for `shmref findings`).
 
 `summarize_conformance` reduces the JSON of `python -m shmref.conformance
 --impl seed` to a snapshot (per level: its status, the failing checks, the

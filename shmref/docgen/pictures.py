@@ -22,8 +22,8 @@ from pathlib import Path
 from shmref.core.paths import SPEC_DIR, checkout
 from shmref.docgen import callpictures
 from shmref.render import svg
-from shmref.render.model import Trace, TraceFormatError
 from shmref.render.tlctrace import from_hotkey, from_tlc
+from shmref.render.traceformat import Trace, TraceFormatError
 from shmref.traces import shipped
 from shmref.traces.replay import read_constants
 

@@ -75,7 +75,7 @@ class Corpus:
 
 # The corpora the suite replayed when TLC made them on a user's 2-core machine: the
 # same traces now ship (one worker draws other ones: fewer reach the free steps that
-# tell MCStorageWide's units from MCStorage's, tests/test_layout_claim.py).
+# tell MCStorageWide's units from MCStorage's, tests/oracle/test_layout_claim.py).
 CORPORA = (
     Corpus("MCRing", "MCRing", 100, 40, 20261202),
     Corpus("MCStorage", "MCStorage", 150, 40, 20261202),

@@ -1,2 +1,2 @@
 """The bad-input fuzz of every public method (the hardened property):
-`python -m shmref.fuzz`."""
+`python -m shmref fuzz`."""

@@ -53,12 +53,7 @@ from typing import NoReturn
 
 from shmref.core.paths import checkout
 from shmref.oracle import gating, limits
-from shmref.oracle.console import finish, hazard_said
-from shmref.oracle.contractcheck import run_check
-from shmref.oracle.hazardcheck import supplied_counterexample
-from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.report import forget
-from shmref.oracle.run import (
+from shmref.oracle.conformance_run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_MAX_TIMEOUTS,
     DEFAULT_SHRINK_BUDGET,
@@ -68,6 +63,11 @@ from shmref.oracle.run import (
     property_problem,
     run,
 )
+from shmref.oracle.console import finish, hazard_said
+from shmref.oracle.contractcheck import run_check
+from shmref.oracle.hazardcheck import supplied_counterexample
+from shmref.oracle.hazards import HAZARDS
+from shmref.oracle.report import forget
 from shmref.oracle.verdict import (
     BAD,
     FAIL,

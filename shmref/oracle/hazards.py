@@ -21,7 +21,7 @@ from shmref.core import tables, vocabulary
 from shmref.core.paths import SPEC_DIR
 from shmref.oracle.apicounts import count_probe
 from shmref.render.build import Builder
-from shmref.render.model import Trace as Timeline
+from shmref.render.traceformat import Trace as Timeline
 from shmref.store.driver import Driver, Outcome
 from shmref.traces.replay import Replayer, describe
 from shmref.traces.shipped import Closing

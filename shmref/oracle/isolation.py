@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shmref.calls.callstream import calls_file, crash_trace
 from shmref.core.runconfig import RunConfig
 from shmref.oracle.descendants import become_subreaper, end_adopted, end_tree
 from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
 from shmref.oracle.verdict import CRASH, TIMEOUT
 from shmref.process import has_programs
 from shmref.render.sink import FOLDER, file_name, save
-from shmref.testing.callstream import calls_file, crash_trace
 
 POLL = 0.1  # seconds between looks at the child
 STARTUP = 120.0  # seconds a new child may take to start beating
@@ -178,7 +178,7 @@ def run_isolated(
     what each child is told (its own files added). Once `max_timeouts`
     properties (0: no limit) have ended TIMEOUT, no more is started: the
     store stopped answering, and asking each property again would cost a
-    call timeout each (`Outcome.stopped`; shmref.oracle.run makes every
+    call timeout each (`Outcome.stopped`; shmref.oracle.conformance_run makes every
     property TIMEOUT then, whichever had finished)."""
     become_subreaper()  # a child's orphans come here, never to init (shmref.oracle.descendants)
     config = config or RunConfig()
@@ -240,7 +240,7 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
 
 def draw_the_calls_before(incident: Incident, child: Child) -> None:
     """The calls of the test a child died (or was killed) in, drawn up to
-    the call it never returned from (shmref.testing.callstream)."""
+    the call it never returned from (shmref.calls.callstream)."""
     folder = child.events_path.parent.parent / FOLDER  # DIR/workers/N.jsonl -> DIR/timelines
     if incident.node is None or (folder / file_name(incident.node)).exists():
         return

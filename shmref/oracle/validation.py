@@ -28,7 +28,7 @@ from shmref.oracle.verdict import (
 from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
 from shmref.render.build import Builder
-from shmref.render.model import Trace as Timeline
+from shmref.render.traceformat import Trace as Timeline
 from shmref.traces.recorder import Recording, validate_either
 
 

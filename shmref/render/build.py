@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shmref.core import vocabulary
-from shmref.render.model import (
+from shmref.render.traceformat import (
     RingTracker,
     Step,
     Trace,

@@ -2,7 +2,7 @@
 system with no network (styles, scripts and pictures inline), drawn from the
 run's conformance.json and the traces its checks left in DIR/timelines.
 
-    python -m shmref.render DIR     (re)write DIR/conformance.html
+    python -m shmref render DIR     (re)write DIR/conformance.html
 
 At the top the levels, then what differs: every property whose result is
 not the seed's or not what the expectations file (--expect) says, each
@@ -38,7 +38,7 @@ from shmref.core.levels import (
     SKIP,
 )
 from shmref.render import sink, svg
-from shmref.render.model import Trace
+from shmref.render.traceformat import Trace
 
 PAGE = "conformance.html"
 STATUS_ORDER = (*BAD, ASSUMPTION, PASS, SKIP, NOT_RUN)  # the page's order: failures first
@@ -256,8 +256,12 @@ def _reason(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    usage = "usage: python -m shmref render DIR  (a conformance report folder)"
+    if args in (["-h"], ["--help"]):
+        print(usage)
+        return 0
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m shmref.render DIR  (a conformance report folder)", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     out = Path(args[0])
     if not (out / "conformance.json").is_file():

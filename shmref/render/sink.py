@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from shmref.core.runconfig import current_run
-from shmref.render.model import Trace, TraceFormatError
+from shmref.render.traceformat import Trace, TraceFormatError
 
 FOLDER = "timelines"  # beside conformance.json
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from shmref.render.model import SECRET_BYTES, STATES, Chunk, Ring, Step, Trace
+from shmref.render.traceformat import SECRET_BYTES, STATES, Chunk, Ring, Step, Trace
 
 MAX_STEPS = 60  # longer traces: their start and the steps up to the divergence
 HEAD_STEPS = 12

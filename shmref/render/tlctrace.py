@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shmref import tlc
-from shmref.render.model import Chunk, Ring, Step, Trace, actor_of, show, spec_ring, step_args
+from shmref.render.traceformat import Chunk, Ring, Step, Trace, actor_of, show, spec_ring, step_args
 
 
 def spec_result(action: Mapping[str, Any]) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from shmref import pytest_plugin
+from shmref.calls import calltrace
+from shmref.calls.callplugin import case_name
 from shmref.contract import MissingCapability
 from shmref.core.levels import LEVEL_MARKERS
 from shmref.core.paths import SUITE_DIR
@@ -22,8 +24,6 @@ from shmref.seed.build import SeedMissing
 from shmref.seed.impl import load_impl
 from shmref.store.readers import close_despite_cycles
 from shmref.suite.stores import Writer
-from shmref.testing import calltrace
-from shmref.testing.callplugin import case_name
 
 
 @pytest.fixture(scope="session")

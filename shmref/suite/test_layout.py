@@ -30,8 +30,8 @@ import pytest
 
 import refimpl
 from shmref.seed.impl import load_impl
+from shmref.suite.serde_values import read_back, serde_of, stores
 from shmref.suite.sidebyside import BUFFER, MAX_OBJECT, machine, reader_handle
-from shmref.suite.values import read_back, serde_of, stores
 
 
 def test_same_results_as_seed(impl):

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import Phase, settings
 
 from shmref.seed.mutants import MUTATIONS, build_mutant
+from shmref.testing.from_trace import TraceSeededMachine
 from shmref.testing.machine import LEVELS as MACHINE_LEVELS
 from shmref.testing.machine import level_overrides, machine_for
-from shmref.testing.seeded import TraceSeededMachine
 
 LEVELS = sorted(MACHINE_LEVELS)
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from shmref.store.readers import close_despite_cycles
+from shmref.suite.serde_values import full_size, read_back, serde_of, sized, stores
 from shmref.suite.stores import handle_of
-from shmref.suite.values import full_size, read_back, serde_of, sized, stores
 
 
 def test_put_then_get_roundtrip_types(store_factory, attach):

@@ -13,8 +13,8 @@ import pytest
 
 from shmref.contract import split_read_missing
 from shmref.store.readers import ReaderProcess
+from shmref.suite.serde_values import read_back, serde_of, storable
 from shmref.suite.stores import handle_of
-from shmref.suite.values import read_back, serde_of, storable
 
 
 def test_readers_in_other_processes(impl_name, store_factory):

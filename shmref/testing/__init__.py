@@ -10,27 +10,27 @@ each in use):
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
+import typing
 
-from shmref.core.extras import missing_extra
+from shmref.core.extras import missing_extra as _missing_extra
 
-if (_missing := missing_extra()) is not None:  # the toolkit is shmref[oracle]'s
+if (_missing := _missing_extra()) is not None:  # the toolkit is shmref[oracle]'s
     raise ImportError(_missing)
 
-from shmref import tlc
-from shmref.core.paths import SPEC_DIR
+from shmref.core.paths import SPEC_DIR as _SPEC_DIR
+from shmref.testing.from_trace import TraceSeededMachine
 from shmref.testing.machine import StoreMachine, machine_for
-from shmref.testing.seeded import TraceSeededMachine
-from shmref.traces.recorder import (
-    Recorder,
-    Recording,
-    Validation,
-    random_workload,
-    validate_either,
-)
-from shmref.traces.recorder import record as record_workload
-from shmref.traces.replay import Replayer, ReplayReport
+from shmref.traces.recorder import Recorder, Recording, Validation, random_workload
+from shmref.traces.recorder import record as _record_workload
+from shmref.traces.recorder import validate_either as _validate_either
+from shmref.traces.replay import Replayer as _Replayer
+from shmref.traces.replay import ReplayReport
+
+if typing.TYPE_CHECKING:  # only the toolkit's names are public (__all__)
+    from pathlib import Path
+    from types import ModuleType
+
+    from shmref import tlc
 
 __all__ = [
     "Recorder",
@@ -51,21 +51,21 @@ __all__ = [
 def replay(trace: tlc.Trace, impl: ModuleType, model: str = "MCStorage") -> ReplayReport:
     """Replay a TLC trace of `model` (its constants from spec/MODEL.cfg) on
     `impl`; `.ok` says whether every step matched, `.table()` shows them."""
-    cfg = SPEC_DIR / f"{model}.cfg"
+    cfg = _SPEC_DIR / f"{model}.cfg"
     if not cfg.is_file():
-        raise ValueError(f"unknown model {model!r}: no {cfg.name} in {SPEC_DIR}")
-    return Replayer(impl, cfg).replay(trace, model)
+        raise ValueError(f"unknown model {model!r}: no {cfg.name} in {_SPEC_DIR}")
+    return _Replayer(impl, cfg).replay(trace, model)
 
 
 def record(impl: ModuleType, steps: int = 150, seed: int = 1) -> Recording:
     """A random run of `impl` (the workload of shmref.conformance), recorded."""
-    return record_workload(impl, steps, seed)
+    return _record_workload(impl, steps, seed)
 
 
 def validate(recording: Recording, out_dir: Path | None = None) -> Validation:
     """TLC's verdict: is `recording` a behaviour of the spec (of refimpl's
     protocol, or else of the seed's), as in a conformance run?"""
-    return validate_either(recording, out_dir=out_dir)
+    return _validate_either(recording, out_dir=out_dir)
 
 
 def simulate(model: str, num: int, depth: int, seed: int) -> list[tlc.Trace]:
@@ -73,6 +73,6 @@ def simulate(model: str, num: int, depth: int, seed: int) -> list[tlc.Trace]:
     same seed gives the same traces; cached by the spec's hash)."""
     from shmref.tlc.corpus import simulation_corpus
 
-    if not (SPEC_DIR / f"{model}.cfg").is_file():
-        raise ValueError(f"unknown model {model!r}: no {model}.cfg in {SPEC_DIR}")
+    if not (_SPEC_DIR / f"{model}.cfg").is_file():
+        raise ValueError(f"unknown model {model!r}: no {model}.cfg in {_SPEC_DIR}")
     return simulation_corpus(model, num, depth, seed)

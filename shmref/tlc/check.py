@@ -8,13 +8,13 @@ come out "ok"; a hazard model must FAIL on the named invariant (or, for
 liveness models, on its temporal property).  The run exits 0 only if every
 model did what the manifest says.
 
-    python -m shmref.check                 # every model
-    python -m shmref.check --quick         # small models only (tests)
-    python -m shmref.check --only MCRing   # one model (repeatable)
-    python -m shmref.check --spec-dir DIR  # e.g. a deliberately broken copy
-    python -m shmref.check --record        # also rewrite the measured columns
+    python -m shmref check                 # every model
+    python -m shmref check --quick         # small models only (tests)
+    python -m shmref check --only MCRing   # one model (repeatable)
+    python -m shmref check --spec-dir DIR  # e.g. a deliberately broken copy
+    python -m shmref check --record        # also rewrite the measured columns
                                            # and spec/README.md's models table
-    python -m shmref.check --jobs 1        # one model at a time, all workers each
+    python -m shmref check --jobs 1        # one model at a time, all workers each
 
 Small models are bound by the JVM start and SANY's parse (one thread), so
 `--jobs` (default: the number of cores) models run at once, each TLC with
@@ -270,6 +270,7 @@ def run_models(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m shmref check`: TLC on the manifest's models, each against its expected result."""
     parser = spec_parser("check", __doc__)
     parser.add_argument("--quick", action="store_true", help="small models only")
     parser.add_argument(

@@ -7,9 +7,9 @@ machines: start it with `--workers 0 --host THIS_HOST` and run, on each other
 machine, the worker command it prints. The deep profiles are the manifest's
 models with `deep = true` (not part of `make check`); `--only` picks any model.
 
-    python -m shmref.deep                       # deep models, 2 local workers
-    python -m shmref.deep --only MCRingFixed --workers 3
-    python -m shmref.deep --simulate --depth 60 --num 20000   # fast alternative
+    python -m shmref deep                       # deep models, 2 local workers
+    python -m shmref deep --only MCRingFixed --workers 3
+    python -m shmref deep --simulate --depth 60 --num 20000   # fast alternative
 
 `--simulate` runs `tlc2.TLC -simulate` (random behaviours up to `--depth`
 states, fixed `--seed`): no proof, but deep traces in seconds.
@@ -204,6 +204,7 @@ def cfg_invariants(cfg: Path) -> list[str]:
 
 
 def run_simulation(model: Model, spec_dir: Path, depth: int, num: int, seed: int) -> Result:
+    """`model` checked by `num` random behaviours of up to `depth` states (`make check-sim`)."""
     try:
         run = run_tlc(
             spec_dir / model.tla_file,
@@ -218,6 +219,7 @@ def run_simulation(model: Model, spec_dir: Path, depth: int, num: int, seed: int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m shmref deep`: the deep models on TLC's distributed mode, or by simulation."""
     parser = spec_parser("deep", __doc__)
     parser.add_argument("--only", action="append", metavar="MODEL")
     parser.add_argument("--workers", type=int, default=2, help="local TLCWorkers (default 2)")

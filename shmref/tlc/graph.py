@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shmref.tlc.tlavalues import TlcError, parse_state
 from shmref.tlc.toolout import State, Trace
-from shmref.tlc.values import TlcError, parse_state
 
 Edge = tuple[str, str, str]
 

@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from shmref.tlc.values import TlcError
+from shmref.tlc.tlavalues import TlcError
 
 
 def find_jar() -> Path:

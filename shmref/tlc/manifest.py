@@ -1,4 +1,4 @@
-"""spec/models.toml: the one list of TLC models, read by `shmref.check`.
+"""spec/models.toml: the one list of TLC models, read by `python -m shmref check`.
 
 Each entry says what a model must do (pass, or violate a named property),
 whether it is in the quick profile, its bounds and why, the code it

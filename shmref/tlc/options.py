@@ -1,4 +1,4 @@
-"""What `python -m shmref.check` and `python -m shmref.deep` share on the
+"""What `python -m shmref check` and `python -m shmref deep` share on the
 command line: the spec folder, a time bound and `--record`, then the
 manifest read with Java and TLC's jar found (one line and exit 2 if not)."""
 
@@ -31,11 +31,11 @@ SPEC_OPTIONS: dict[str, tuple[float | None, str, str]] = {
 
 
 def spec_parser(command: str, description: str | None) -> argparse.ArgumentParser:
-    """`python -m shmref.<command>`'s parser with --spec-dir, --timeout and
+    """`python -m shmref <command>`'s parser with --spec-dir, --timeout and
     --record as `command` (SPEC_OPTIONS) has them; the caller adds its own."""
     timeout, timeout_help, record_help = SPEC_OPTIONS[command]
     parser = argparse.ArgumentParser(
-        prog=f"python -m shmref.{command}",
+        prog=f"python -m shmref {command}",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

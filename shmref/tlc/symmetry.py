@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from shmref.tlc.graph import StateGraph, parse_dot
-from shmref.tlc.run import run_tlc
-from shmref.tlc.values import FrozenDict, TlcError
+from shmref.tlc.runner import run_tlc
+from shmref.tlc.tlavalues import FrozenDict, TlcError
 
 # SYMMETRY definition (MCStorage.tla) -> the cfg constants whose values it permutes
 PERMUTED: dict[str, tuple[str, ...]] = {

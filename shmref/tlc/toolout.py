@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shmref.tlc.values import TlcError, parse_state
+from shmref.tlc.tlavalues import TlcError, parse_state
 
 # --------------------------------------------------------------------------
 # -tool messages

@@ -8,11 +8,11 @@ record) is docs/itf.md; this module is its executable form: every value is
 encoded and decoded by its declared type, so TLC's ambiguities (the empty
 function prints as `<<>>`, a function on 1..n as a sequence) never reach
 the file, and bad input gets one message naming the state and the field.
-The command line (`python -m shmref.itf`) is shmref/traces/itf_cli.py.
+The command line (`python -m shmref itf`) is shmref/traces/itf_cli.py.
 
 (itf-py on PyPI is not used here: it decodes records to namedtuples, always
 writes integers as #bigint and does not validate, so a malformed file ends
-in a KeyError, and types are what we need. tests/test_itf.py uses it to
+in a KeyError, and types are what we need. tests/traces/test_itf.py uses it to
 check that our files read and write the same with the ecosystem's reader.)
 """
 

@@ -1,12 +1,12 @@
-"""`python -m shmref.itf`: TLC's traces exported as ITF, ITF files checked,
+"""`python -m shmref itf`: TLC's traces exported as ITF, ITF files checked,
 replayed on a module and (recordings) validated by TLC. The file format
 itself is shmref/traces/itf.py; this is the command above it.
 
-    python -m shmref.itf export MCDoubleRead --out build/itf/doubleread.itf.json
-    python -m shmref.itf export MCStorage --simulate 5 --depth 30 --out build/itf/sim
-    python -m shmref.itf check FILE          # schema check, exit 2 on bad input
-    python -m shmref.itf replay FILE --impl refimpl   # an ITF trace on a module
-    python -m shmref.itf validate FILE       # a recording, by TLC (exit 0/1/2)
+    python -m shmref itf export MCDoubleRead --out build/itf/doubleread.itf.json
+    python -m shmref itf export MCStorage --simulate 5 --depth 30 --out build/itf/sim
+    python -m shmref itf check FILE          # schema check, exit 2 on bad input
+    python -m shmref itf replay FILE --impl refimpl   # an ITF trace on a module
+    python -m shmref itf validate FILE       # a recording, by TLC (exit 0/1/2)
 """
 
 from __future__ import annotations
@@ -83,8 +83,9 @@ def replay_file(path: Path, impl: Any, name: str | None = None) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m shmref itf`: export, read, replay or validate ITF traces."""
     parser = argparse.ArgumentParser(
-        prog="python -m shmref.itf",
+        prog="python -m shmref itf",
         description=(itf.__doc__ or "").split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 from shmref.core import tables, vocabulary
 from shmref.render.build import Builder
-from shmref.render.model import Trace as Timeline
+from shmref.render.traceformat import Trace as Timeline
 from shmref.store.driver import Driver, Outcome
 from shmref.store.values import UNIT
 from shmref.tlc import Trace, parse_value

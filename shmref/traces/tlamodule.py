@@ -44,7 +44,7 @@ TLC_INT_MAX = 2**31 - 1
 # protocol (and would double the search at every read). A3 = TRUE: ids must
 # not wrap onto an outstanding handle (random_workload keeps to it), because
 # there the spec's F2 re-check (id only) is weaker than refimpl's (id and
-# size), see tests/test_trace_validation.py.
+# size), see tests/traces/test_trace_validation.py.
 DEFAULT_SWITCHES: dict[str, Any] = {
     "CLEAR_WHEN": "any",
     "A1": True,

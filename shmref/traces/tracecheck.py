@@ -14,7 +14,7 @@ the values on both sides).
 A recording is plain JSON, in ITF (`Recording.save_itf`, docs/itf.md) or the
 older `{"constants", "log"}` form (`Recording.save`); `Recording.load` reads
 both, so an implementation in another language can write one and have it
-checked: `python -m shmref.itf validate FILE`.
+checked: `python -m shmref itf validate FILE`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """refimpl with one fault in the reader's `get`: the stores the oracle must
-judge without dying (tests/test_isolation.py). Each module below picks the fault."""
+judge without dying (tests/oracle/test_isolation.py). Each module below picks the fault."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ FLAKY_TEST (when none has left the marker file $FLAKY_GET_MARK yet: this store's
 own variable, as a user's store reads its own)
 raises, every later one works.
 Run twice, a property that reads gets two statuses: FLAKY under --repeat
-(tests/test_repeat.py)."""
+(tests/oracle/test_repeat.py)."""
 
 import os
 from pathlib import Path

@@ -1,5 +1,5 @@
 """Store programs that break the process protocol (docs/protocol.md), each in
-one way, for tests/test_process.py: the reference program (refimpl behind
+one way, for tests/process/test_process.py: the reference program (refimpl behind
 shmref.process.serve) with one fault.
 
     python3 broken_store.py MODE [N]

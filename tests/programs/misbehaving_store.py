@@ -1,4 +1,4 @@
-"""A gallery of store programs that misbehave (tests/test_misbehaving_programs.py):
+"""A gallery of store programs that misbehave (tests/process/test_misbehaving_programs.py):
 the reference program (refimpl behind shmref.process.serve) with a valid
 `hello`, then one misbehaviour, either at its first request (`early`: the
 oracle's contract check) or at its first data call (`late`: the first

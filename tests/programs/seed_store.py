@@ -2,7 +2,7 @@
 seed's module, built by shmref from its text, served by the reference
 program (shmref.process.serve). A quick run of it must leave nothing in
 /dev/shm and report what the in-process seed's run reports, a segment its
-constructor leaves when it raises included (tests/test_misbehaving_programs.py).
+constructor leaves when it raises included (tests/process/test_misbehaving_programs.py).
 
     python3 seed_store.py
 """

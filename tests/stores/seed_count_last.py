@@ -17,7 +17,7 @@ address, id, eviction and exception is the seed's. No `shmref_read_count`
 hook: its counts are judged through the API alone.
 
 The oracle must give it the seed's verdict on every property outside the
-seed-layout level (tests/test_layout_claim.py).
+seed-layout level (tests/oracle/test_layout_claim.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ tests make them, cannot be built ("Lock must be provided for readers").
 
 The suite's other readers get a lock set into a copy of the handle, so this
 store passed every level until the suite attached one from the handle as it
-is (shmref/suite/test_storage.py, tests/test_suite_loose_ends.py)."""
+is (shmref/suite/test_storage.py, tests/oracle/test_suite_loose_ends.py)."""
 
 from _seedtext import edit, load_into, port_source
 

@@ -1,7 +1,7 @@
 """The seed's code with a JSON serde of its own as default: it refuses bytes
 (TypeError), reads a dict's int keys back as strings and a tuple as a list.
 What it stores or changes is the serde's business: the store passes
-seed-compatible as the seed does (tests/test_layout_claim.py)."""
+seed-compatible as the seed does (tests/oracle/test_layout_claim.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ ids, sizes, values and exceptions as the seed):
 - hence the seed's readers cannot use this store's segment, nor it theirs.
 
 The oracle must give it the seed's verdict on every property outside the
-seed-layout level, and fail seed-layout (tests/test_layout_claim.py).
+seed-layout level, and fail seed-layout (tests/oracle/test_layout_claim.py).
 """
 
 from _seedtext import edit, load_into, port_source

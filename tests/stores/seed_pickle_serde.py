@@ -6,7 +6,7 @@ seed's classes with another serde is as faithful as ours. This one's default
 magic and the payload length), so more bytes per object than msgpack and
 other refusals (it stores sets and big ints; it refuses lambdas). The oracle
 must judge the store, not its serde: it passes seed-compatible as the seed
-does (tests/test_layout_claim.py).
+does (tests/oracle/test_layout_claim.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ ValueError.
 
 The suite's malformed signatures were all wrong values, so this store passed
 every level until the suite gave it the right values in another type
-(shmref/suite/test_storage.py, tests/test_suite_loose_ends.py)."""
+(shmref/suite/test_storage.py, tests/oracle/test_suite_loose_ends.py)."""
 
 from _seedtext import edit, load_into, port_source
 

@@ -2,7 +2,7 @@
 its own gets (the seed counts each as one read: FINDINGS #6). One property
 more than the seed fails (test_storage.py::test_writer_with_lock_counts_its_
 gets_as_the_seed): with the seed's expectations file, that property alone
-is named (tests/test_expectations.py)."""
+is named (tests/oracle/test_expectations.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,162 @@
+"""The conformance runner's speed machinery, in its smallest proofs: the
+shrinking budget (a failure found when nothing of the budget is left is
+reported unshrunk and says so, and its replay command runs), the progress
+lines (one per finished property off a terminal, a bar redrawn on one), and
+the claims by which several children share a run's tests (each test run by
+exactly one child). That sharding loses no property and keeps a crash to its
+own property is tests/oracle/test_isolation.py's (a store that segfaults, judged
+with one child and with three)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from shell_support import in_a_fresh_shell
+
+from shmref.oracle.progress import Progress
+from shmref.oracle.report import Report
+from shmref.oracle.shards import Claims, rank
+from shmref.oracle.testgroups import TEST_GROUPS, pytest_checks
+from shmref.oracle.verdict import HARDENED, PROTOCOL, SEED
+from shmref.seed.mutants import build_mutant
+from shmref.testing.shrinkbudget import ShrinkBudget, note_in, parse_budget
+
+MUTANT = "free_rule_without_n_readers"
+MACHINE = "test_stateful.py::test_store_machine[fixed]"
+
+
+def test_budget_values(tmp_path: Path) -> None:
+    assert parse_budget("0") == 0 and parse_budget("2.5") == 2.5
+    for bad in ("-1", "nan", "inf", "soon"):
+        with pytest.raises(ValueError, match="not a number of seconds"):
+            parse_budget(bad)
+
+
+def test_the_plugin_refuses_a_nonsense_budget_in_one_line() -> None:
+    proc = subprocess.run(
+        ["python3", "-m", "pytest", "--shmref-impl", "refimpl", "--shmref-shrink-budget", "x"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
+    assert proc.stderr.strip().splitlines() == [
+        "ERROR: --shmref-shrink-budget: 'x' is not a number of seconds (0 or more)"
+    ]
+
+
+def test_a_budget_too_small_keeps_the_unshrunk_counterexample_and_says_so() -> None:
+    """The report's note and replay command for a case whose shrinking the
+    budget stopped; the command, pasted into a fresh shell with no budget at
+    all, fails on the broken store with a counterexample and the same note."""
+    module = build_mutant(MUTANT)
+    group = next(g for g in TEST_GROUPS if g.label == MACHINE)
+    budget = ShrinkBudget(0)
+    text = "E   AssertionError: counts\n\nshmref: " + budget.note()
+    case = {"node": MACHINE, "status": "fail", "text": text}
+    (check,) = pytest_checks(module.__name__, [group], [case], module)
+    (failure,) = check.failures
+    assert failure["note"] == note_in(text) == budget.note()
+    assert "--shmref-shrink-budget 300" in failure["command"], "the replay shrinks to the end"
+    markdown = Report(module.__name__, False, [check], 1.0, []).markdown()
+    assert f"Note: {budget.note()}." in markdown
+    command = failure["command"].replace("--shmref-shrink-budget 300", "--shmref-shrink-budget 0")
+    fresh = in_a_fresh_shell(command)
+    output = fresh.stdout[-6000:] + fresh.stderr[-2000:]
+    assert fresh.returncode == 1, command + "\n" + output
+    assert "Falsifying example" in output and "shrinking stopped by the shrink budget" in output
+    assert "five minutes" not in output, "Hypothesis's own warning is replaced by ours"
+
+
+def events(kind: str, **fields: object) -> dict[str, object]:
+    return {"e": kind, **fields}
+
+
+RUN = [
+    events("collected", nodes=["test_ring.py::test_a", "test_ring.py::test_b[1]"]),
+    events("collected", nodes=["test_ring.py::test_a", "test_ring.py::test_b[1]"]),
+    events("start", node="test_ring.py::test_a", unit=[SEED, "test_ring.py::test_a"]),
+    events("case", node="test_ring.py::test_a", status="pass", text=""),
+    events("finish", node="test_ring.py::test_a"),
+    events("start", node="test_ring.py::test_b[1]", unit=[SEED, "test_ring.py::test_b"]),
+    events("case", node="test_ring.py::test_b[1]", status="fail", text="E boom"),
+    events("finish", node="test_ring.py::test_b[1]"),
+    events("recording", path="r1.json", error=None),
+    events("check", unit=[PROTOCOL, "hazard MCX"], check={"status": "assumption"}),
+    # a store program's proxy says why it stops (shmref.process), without a unit: the
+    # parent's own incident event, with the unit, follows it
+    events("incident", status="ERROR", detail="shmref.process: a line that is not JSON"),
+    events("incident", unit=[HARDENED, "test_ring.py::TestBadInput::t"], status="CRASH"),
+]
+OTHERS = {(PROTOCOL, "trace validation"): 1, (PROTOCOL, "hazard MCX"): 1}
+
+
+def test_progress_off_a_terminal_is_one_line_per_finished_property() -> None:
+    stream = io.StringIO()
+    progress = Progress(stream, OTHERS, clock=lambda: 0.0, tty=False)
+    for event in RUN:
+        progress.event(event)
+    progress.close()
+    assert stream.getvalue().splitlines() == [
+        "shmref: [1/4] seed-compatible: test_ring.py::test_a: pass (0 s)",
+        "shmref: [2/4] seed-compatible: test_ring.py::test_b: FAIL (0 s)",
+        "shmref: [3/4] protocol-safe: trace validation: recorded (0 s)",
+        "shmref: [4/4] protocol-safe: hazard MCX: assumption (0 s)",
+        "shmref: [5/5] hardened: test_ring.py::TestBadInput::t: CRASH (0 s)",
+    ]
+
+
+def test_progress_on_a_terminal_is_one_line_redrawn() -> None:
+    stream = io.StringIO()
+    times = iter([0.0] + [75.0] * 100)
+    progress = Progress(stream, OTHERS, clock=lambda: next(times), tty=True)
+    for event in RUN:
+        progress.event(event)
+    progress.close()
+    text = stream.getvalue()
+    assert "\n" not in text and text.count("\r\x1b[K") > len(RUN) // 2
+    assert "5/5 1 min 15 s, 2 failing" in text and text.endswith("\r\x1b[K")
+
+
+def test_each_claim_is_won_by_exactly_one_child(tmp_path: Path) -> None:
+    first, second = Claims(tmp_path / "claims"), Claims(tmp_path / "claims")
+    assert first.claim("test_ring.py::test_a")
+    assert not second.claim("test_ring.py::test_a")
+    assert second.claim("test_ring.py::test_b") and first.claimed("test_ring.py::test_b")
+
+
+def test_the_longest_tests_are_claimed_first() -> None:
+    every_edge = "test_replay.py::test_allocator_state_graph_every_edge"
+    assert rank(every_edge) < rank(MACHINE) < rank("test_layout.py::x") < rank("test_ring.py::x")
+
+
+def test_the_budget_reaches_this_hypothesis() -> None:
+    """The budget wraps the installed Hypothesis's shrinking step (a private
+    API, renamed once): a failing test with nothing left to spend is cut
+    short, and one with enough is not."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, database=None, derandomize=True)
+    @given(st.lists(st.integers(0, 1000), min_size=5))
+    def fails(xs: list[int]) -> None:
+        assert sum(xs) < 1000
+
+    from shmref.testing import shrinkbudget
+
+    previous = shrinkbudget.active()
+    for seconds, cut in ((0.0, True), (60.0, False)):
+        budget = ShrinkBudget(seconds)
+        budget.install()
+        budget.test = "fails"
+        try:
+            with pytest.raises(AssertionError):
+                fails()
+        finally:
+            shrinkbudget._active = previous  # this session's own budget again
+        assert budget.cut_short("fails") is cut, seconds

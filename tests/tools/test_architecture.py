@@ -1,0 +1,624 @@
+"""The house shows its architecture (DESIGN.md "Repository map"): shmref/ is
+folders by job in layers, no import cycle, no lower layer importing a higher
+one, every module under 400 lines and at most ten modules at the top;
+the suite and the stores' processes never import the oracle that runs them
+(by path, or in children), and the oracle's own process never imports the
+implementation under test (only its children's entry points load it). The
+other trees of code, refimpl/, proofs/ and bench/, keep their modules under
+about 450 lines (in both, docstrings do not count: `make lint` asks for them),
+and the four import one another only downward (refimpl, then shmref, then proofs
+and bench, which do not import each other), with no cycle anywhere.
+
+Imports are read with `ast`, inside functions too (a function-level import
+is an import: hiding one there does not break a cycle). Importing a.b.c also
+runs the package a.b's __init__, so that is an edge too (except to the
+importer's own packages, which are already loading). Each check is shown to
+fail on a broken input."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "shmref"
+MAX_LINES = 400
+# every tree of code: the bound on its modules' lines, and the trees it may import
+TREES: dict[str, tuple[int, frozenset[str]]] = {
+    "refimpl": (450, frozenset({"refimpl"})),
+    "shmref": (MAX_LINES, frozenset({"refimpl", "shmref"})),
+    "proofs": (450, frozenset({"refimpl", "shmref", "proofs"})),
+    "bench": (450, frozenset({"refimpl", "shmref", "bench"})),
+}
+MAX_TOP_LEVEL = 10
+
+# Lowest first: a module may import its own layer and those listed before it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("names and places", ("shmref", "shmref.core")),
+    ("the written contract", ("shmref.contract",)),
+    ("stores in other processes: the protocol", ("shmref.process",)),
+    ("TLC and the model checker", ("shmref.tlc",)),
+    ("the seed, its port and mutants", ("shmref.seed",)),
+    ("driving a store", ("shmref.store",)),
+    ("pictures of traces: the trace format, SVG, the HTML report", ("shmref.render",)),
+    ("a test's calls recorded for its picture", ("shmref.calls",)),
+    ("traces: replayed, recorded, ITF", ("shmref.traces",)),
+    ("machines for users' tests", ("shmref.testing",)),
+    ("the bad-input fuzz", ("shmref.fuzzing",)),
+    ("the oracle", ("shmref.oracle",)),
+    ("document generators", ("shmref.docgen",)),
+    (
+        "commands and the suite",
+        (
+            "shmref.__main__",
+            "shmref.conformance",
+            "shmref.pytest_plugin",
+            "shmref.suite",
+        ),
+    ),
+)
+# `python -m shmref.conformance` stays where the design card calls it: it only runs `main`
+ENTRY_MODULES = {"shmref.conformance": "shmref.oracle.cli"}
+# what a top-level module of shmref/ may be: the package, its commands, the contract, the plugin
+TOP_LEVEL = frozenset({"__init__", "__main__", "conformance", "contract", "pytest_plugin"})
+
+# what serves the report's pictures, kept out of the implementers' toolkit (shmref.testing)
+CALL_RECORDING = frozenset(
+    {"calltrace", "callstream", "callring", "calltext", "callplugin", "drawn"}
+)
+# The oracle runs the suite by path and stores behind the protocol in their own
+# processes: these may not import it back (a loop the layers alone do not show, since
+# the suite sits in the top layer beside the commands).
+NOT_IMPORTING_THE_ORACLE = ("shmref.suite", "shmref.process")
+ORACLE = "shmref.oracle"
+# Every call into a store happens in a child (shmref/oracle/conformance_run.py): in the oracle's
+# modules an implementation is loaded only inside these functions, which run in the
+# children (the worker's, and the contract check's).
+CHILD_ENTRY_POINTS = {"shmref.oracle.worker": "main", "shmref.oracle.checkchild": "check"}
+LOADER_MODULES = frozenset({"shmref.seed.impl"})  # load_impl: a module by name
+LOADER_CALLS = frozenset({"load_impl", "import_module", "__import__"})
+
+
+# -- reading the package ----------------------------------------------------------------
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_sources(root: Path = PACKAGE) -> dict[str, str]:
+    return {module_name(p, root): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+def imports_of(name: str, source: str, modules: Iterable[str], is_package: bool) -> set[str]:
+    """The shmref modules `name` imports anywhere in `source` (functions
+    included), with the packages whose __init__ that runs."""
+    known = set(modules)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in known else target)
+    edges: set[str] = set()
+    own_packages = {".".join(name.split(".")[:k]) for k in range(1, name.count(".") + 2)}
+    for target in found:
+        if target.split(".")[0] not in TREES:
+            continue
+        parts = target.split(".")
+        for k in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:k])
+            if prefix in known and prefix not in own_packages:
+                edges.add(prefix)
+    edges.discard(name)
+    return edges
+
+
+def import_graph(sources: Mapping[str, str]) -> dict[str, set[str]]:
+    return {
+        name: imports_of(name, text, sources, _is_package(name, sources))
+        for name, text in sources.items()
+    }
+
+
+def _is_package(name: str, sources: Mapping[str, str]) -> bool:
+    return any(other.startswith(name + ".") for other in sources)
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """One import cycle (a -> b -> ... -> a), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def layer_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for index, (_job, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if prefix == "shmref" and module != "shmref":
+                    continue
+                if best is None or len(prefix) > best[0]:
+                    best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports from a lower layer into a higher one."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        low = layer_of(module)
+        for target in sorted(targets):
+            high = layer_of(target)
+            if low is not None and high is not None and high > low:
+                found.append(f"{module} ({LAYERS[low][0]}) imports {target} ({LAYERS[high][0]})")
+    return found
+
+
+def tree_sources() -> dict[str, str]:
+    """Every module of every tree (refimpl, shmref, proofs, bench)."""
+    return {name: text for tree in TREES for name, text in package_sources(REPO / tree).items()}
+
+
+def downward_between_trees(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports of a tree that TREES does not let it import."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        allowed = TREES[module.split(".")[0]][1]
+        found += [
+            f"{module} imports {t}" for t in sorted(targets) if t.split(".")[0] not in allowed
+        ]
+    return found
+
+
+def code_lines(text: str) -> int:
+    """A module's lines but its docstrings (the module's, each class's and
+    function's): the bound is on code, and the docstring check in `make lint`
+    asks for a docstring on every public name, which a near-full module could
+    otherwise only pay for with code."""
+    docstrings = 0
+    for node in ast.walk(ast.parse(text)):
+        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, kinds) and ast.get_docstring(node, clean=False) is not None:
+            first = node.body[0]
+            docstrings += (first.end_lineno or first.lineno) - first.lineno + 1
+    return len(text.splitlines()) - docstrings
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def imports_of_the_oracle(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports of shmref.oracle from the modules NOT_IMPORTING_THE_ORACLE."""
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if any(within(module, p) for p in NOT_IMPORTING_THE_ORACLE)
+        for target in sorted(targets)
+        if within(target, ORACLE)
+    ]
+
+
+def loads_outside_children(name: str, source: str) -> list[str]:
+    """Where module `name` loads an implementation (imports the loader, or calls
+    load_impl, importlib.import_module or __import__) outside its child entry
+    point (CHILD_ENTRY_POINTS), i.e. in the oracle's own process."""
+    tree = ast.parse(source)
+    in_child: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == CHILD_ENTRY_POINTS.get(name):
+            in_child.update(id(inner) for inner in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in in_child:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module in LOADER_MODULES:
+            found.append(f"{name}:{node.lineno} imports {node.module}")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{name}:{node.lineno} imports {a.name}"
+                for a in node.names
+                if a.name in LOADER_MODULES
+            ]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else ""
+            )
+            if called in LOADER_CALLS:
+                found.append(f"{name}:{node.lineno} calls {called}")
+    return found
+
+
+def too_long(sources: Mapping[str, str], limit: int = MAX_LINES) -> list[str]:
+    found = []
+    for name, text in sorted(sources.items()):
+        lines, total = code_lines(text), len(text.splitlines())
+        if lines > limit:
+            note = f" ({total} with docstrings)" if total > lines else ""
+            found.append(f"{name}: {lines} lines{note}")
+    return found
+
+
+# -- the package --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, str]:
+    return package_sources()
+
+
+def test_no_import_cycle(sources: dict[str, str]) -> None:
+    cycle = find_cycle(import_graph(sources))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_lower_layers_never_import_higher_ones(sources: dict[str, str]) -> None:
+    assert upward_imports(import_graph(sources)) == []
+
+
+def test_the_suite_and_the_process_layer_never_import_the_oracle(
+    sources: dict[str, str],
+) -> None:
+    assert imports_of_the_oracle(import_graph(sources)) == []
+
+
+def test_the_oracle_process_never_imports_the_implementation(sources: dict[str, str]) -> None:
+    oracle = {n: text for n, text in sources.items() if within(n, ORACLE)}
+    assert set(CHILD_ENTRY_POINTS) <= set(oracle)
+    assert [where for n, text in oracle.items() for where in loads_outside_children(n, text)] == []
+
+
+def test_every_module_has_a_layer(sources: dict[str, str]) -> None:
+    assert [name for name in sources if layer_of(name) is None] == []
+
+
+def test_every_module_is_under_400_lines(sources: dict[str, str]) -> None:
+    assert too_long(sources) == []
+
+
+def test_every_module_of_every_tree_is_within_its_bound() -> None:
+    for tree, (limit, _imports) in TREES.items():
+        assert too_long(package_sources(REPO / tree), limit) == [], f"{tree}/ over {limit} lines"
+
+
+def test_the_trees_import_downward_and_without_a_cycle() -> None:
+    graph = import_graph(tree_sources())
+    assert {m.split(".")[0] for m in graph} == set(TREES)
+    assert downward_between_trees(graph) == []
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_at_most_ten_modules_at_the_top() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
+def test_commands_are_run_from_one_dispatcher_not_stubs_at_the_top() -> None:
+    assert stray_top_level(PACKAGE) == []
+
+
+def stray_top_level(package: Path) -> list[str]:
+    """Top-level modules other than the package, its commands, the contract
+    and the plugin: a new command goes in shmref/__main__.py's COMMANDS."""
+    return sorted(p.name for p in package.glob("*.py") if p.stem not in TOP_LEVEL)
+
+
+def test_entry_modules_only_run_main_from_their_home(sources: dict[str, str]) -> None:
+    """...after asking shmref.core.extras whether shmref[oracle] is installed."""
+    for entry, home in ENTRY_MODULES.items():
+        tree = ast.parse(sources[entry])
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert [(n.module, [a.name for a in n.names]) for n in imports] == [
+            ("__future__", ["annotations"]),
+            ("shmref.core.extras", ["require_oracle_extra"]),
+            (home, ["main"]),
+        ], entry
+
+
+def test_the_wheel_lists_every_package() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    folders = {
+        module_name(p.parent / "__init__.py")
+        for p in PACKAGE.rglob("__init__.py")
+        if "spec" not in p.parts
+    }
+    assert folders - listed == set()
+
+
+def stray_public_names(module: ModuleType) -> list[str]:
+    """The public names of `module` outside its `__all__`: a name without a
+    leading underscore that is neither a module nor `from __future__`."""
+    exported = set(getattr(module, "__all__", ()))
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, ModuleType)
+        and type(value).__module__ != "__future__"
+        and name not in exported
+    )
+
+
+def call_recording_in(folder: Path) -> list[str]:
+    """The call-recording modules found in `folder`."""
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem in CALL_RECORDING)
+
+
+def test_the_toolkit_exports_only_its_documented_names() -> None:
+    testing = importlib.import_module("shmref.testing")
+    assert stray_public_names(testing) == []
+    assert all(hasattr(testing, name) for name in testing.__all__)
+    assert call_recording_in(PACKAGE / "testing") == []
+    assert call_recording_in(PACKAGE / "calls") == sorted(CALL_RECORDING)
+
+
+def is_dunder(path: Path) -> bool:
+    return path.stem.startswith("__") and path.stem.endswith("__")
+
+
+def top_names_below(package: Path) -> list[str]:
+    """Names at the top of `package` (its modules and folders) that a module
+    or folder below it also has: `shmref.findings` beside
+    `shmref.docgen.findings` says neither which is which nor which to run."""
+    top = {p.stem for p in package.glob("*.py") if not is_dunder(p)}
+    top |= {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    below: dict[str, str] = {}
+    for path in sorted(package.glob("*/**/*.py")):
+        if path.name == "__init__.py":
+            if path.parent.parent == package:
+                continue  # a folder at the top: one of `top`
+            name = path.parent.name
+        elif is_dunder(path):
+            continue
+        else:
+            name = path.stem
+        below.setdefault(name, str(path.relative_to(package.parent)))
+    return sorted(f"{name}: {below[name]}" for name in top & set(below))
+
+
+def names_used_thrice(roots: Iterable[Path]) -> list[str]:
+    """File names (dunder files excepted: __init__.py, __main__.py are
+    Python's own) that three or more modules of the trees share."""
+    where: dict[str, list[str]] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if not is_dunder(path):
+                where.setdefault(path.name, []).append(str(path.relative_to(root.parent)))
+    return sorted(f"{name}: {', '.join(paths)}" for name, paths in where.items() if len(paths) > 2)
+
+
+def test_no_module_at_the_top_shares_its_name_with_one_below() -> None:
+    assert top_names_below(PACKAGE) == []
+
+
+def test_no_file_name_is_used_three_times() -> None:
+    assert names_used_thrice(REPO / tree for tree in TREES) == []
+
+
+# -- each check fails on a broken input --------------------------------------------------
+
+
+def test_a_cycle_is_found() -> None:
+    graph = {"shmref.a": {"shmref.b"}, "shmref.b": {"shmref.c"}, "shmref.c": {"shmref.a"}}
+    assert find_cycle(graph) == ["shmref.a", "shmref.b", "shmref.c", "shmref.a"]
+    assert find_cycle({"shmref.a": {"shmref.b"}, "shmref.b": set()}) is None
+
+
+def test_a_function_level_import_is_an_import() -> None:
+    modules = ["shmref", "shmref.core", "shmref.core.vocabulary", "shmref.store.driver"]
+    source = (
+        "from shmref.core import vocabulary\n"
+        "def check():\n"
+        "    from shmref.store.driver import Driver\n"
+        "    return Driver\n"
+    )
+    edges = imports_of("shmref.core.paths", source, modules, is_package=False)
+    assert edges == {"shmref.core.vocabulary", "shmref.store.driver"}
+    graph = {"shmref.core.paths": edges, "shmref.store.driver": {"shmref.core.paths"}}
+    assert find_cycle(graph) is not None
+
+
+def test_importing_a_submodule_runs_its_package() -> None:
+    modules = ["shmref", "shmref.testing", "shmref.testing.profiles", "shmref.oracle.worker"]
+    edges = imports_of(
+        "shmref.oracle.worker",
+        "from shmref.testing import profiles\n",
+        modules,
+        is_package=False,
+    )
+    assert edges == {"shmref.testing", "shmref.testing.profiles"}
+
+
+def test_an_upward_import_is_found() -> None:
+    graph = {"shmref.core.vocabulary": {"shmref.store.driver"}, "shmref.store.driver": set()}
+    assert upward_imports(graph) == [
+        "shmref.core.vocabulary (names and places) imports shmref.store.driver (driving a store)"
+    ]
+    assert upward_imports({"shmref.store.driver": {"shmref.core.vocabulary"}}) == []
+
+
+def test_a_long_module_is_found() -> None:
+    assert too_long({"shmref.big": "x = 1\n" * 401, "shmref.small": "x = 1\n"}) == [
+        "shmref.big: 401 lines"
+    ]
+    documented = '"""A module\n\nsaid at length."""\n' + "def f() -> None:\n    'f.'\n" * 199
+    assert too_long({"shmref.documented": documented}) == []  # 401 lines, 202 of docstrings
+    code = "def f() -> None:\n    x = 1\n" * 201  # the same shape without docstrings
+    assert too_long({"shmref.code": code}) == ["shmref.code: 402 lines"]
+    assert too_long({"shmref.both": documented + code}) == [
+        "shmref.both: 601 lines (803 with docstrings)"
+    ]
+
+
+def test_a_tree_importing_upward_or_a_long_module_elsewhere_is_found() -> None:
+    graph = {
+        "refimpl.ring": {"shmref.core.paths"},
+        "bench.store": {"proofs.steps", "shmref.core"},
+        "proofs.steps": {"refimpl.allocator"},
+    }
+    assert downward_between_trees(graph) == [
+        "bench.store imports proofs.steps",
+        "refimpl.ring imports shmref.core.paths",
+    ]
+    modules = ["bench", "bench.store", "bench.common", "refimpl", "refimpl.ring"]
+    source = "from bench.common import load\nimport refimpl.ring\n"
+    edges = imports_of("bench.store", source, modules, is_package=False)
+    assert edges == {"bench.common", "refimpl", "refimpl.ring"}  # its own package is loading
+    cycle = find_cycle({"bench.a": {"bench.b"}, "bench.b": {"bench.a"}})
+    assert cycle == ["bench.a", "bench.b", "bench.a"]
+    assert too_long({"bench.big": "x = 1\n" * 451}, TREES["bench"][0]) == ["bench.big: 451 lines"]
+    assert too_long({"bench.ok": "x = 1\n" * 450}, TREES["bench"][0]) == []
+
+
+def test_the_suite_or_the_process_layer_importing_the_oracle_is_found() -> None:
+    modules = [
+        "shmref",
+        "shmref.oracle",
+        "shmref.oracle.testgroups",
+        "shmref.core",
+        "shmref.core.suitegroups",
+        "shmref.suite.conftest",
+        "shmref.process.channel",
+    ]
+    graph = {
+        "shmref.suite.conftest": imports_of(
+            "shmref.suite.conftest",
+            "from shmref.core.suitegroups import TEST_GROUPS\n"
+            "def marks():\n"
+            "    from shmref.oracle.testgroups import group_of\n",
+            modules,
+            is_package=False,
+        ),
+        "shmref.process.channel": imports_of(
+            "shmref.process.channel", "from shmref import oracle\n", modules, is_package=False
+        ),
+    }
+    assert imports_of_the_oracle(graph) == [
+        "shmref.process.channel imports shmref.oracle",
+        "shmref.suite.conftest imports shmref.oracle",
+        "shmref.suite.conftest imports shmref.oracle.testgroups",
+    ]
+    assert imports_of_the_oracle({"shmref.suite.conftest": {"shmref.core.suitegroups"}}) == []
+    assert imports_of_the_oracle({"shmref.pytest_plugin": {"shmref.oracle.expectations"}}) == []
+
+
+def test_an_implementation_loaded_in_the_oracles_process_is_found() -> None:
+    child = (
+        "def main(argv):\n"
+        "    from shmref.seed.impl import load_impl\n"
+        "    impl = load_impl(argv[0])\n"
+    )
+    assert loads_outside_children("shmref.oracle.worker", child) == []
+    # the same entry point in a module the oracle's process runs, and a loader elsewhere
+    assert loads_outside_children("shmref.oracle.hazardcheck", child) == [
+        "shmref.oracle.hazardcheck:2 imports shmref.seed.impl",
+        "shmref.oracle.hazardcheck:3 calls load_impl",
+    ]
+    source = (
+        "import importlib\n"
+        "from shmref.seed.impl import load_impl\n"
+        "def judge(name):\n"
+        "    return importlib.import_module(name), __import__(name)\n"
+        "def main(argv):\n"
+        "    return 0\n"
+    )
+    assert loads_outside_children("shmref.oracle.worker", source) == [
+        "shmref.oracle.worker:2 imports shmref.seed.impl",
+        "shmref.oracle.worker:4 calls import_module",
+        "shmref.oracle.worker:4 calls __import__",
+    ]
+
+
+def test_a_stray_public_name_or_call_recording_in_the_toolkit_is_found(tmp_path: Path) -> None:
+    module = ModuleType("toolkit")
+    exec("from __future__ import annotations\nimport os\nfrom pathlib import Path\n", vars(module))
+    module.__all__ = ["machine_for"]  # type: ignore[attr-defined]
+    module.machine_for = lambda: None  # type: ignore[attr-defined]
+    module._private = 1  # type: ignore[attr-defined]
+    assert stray_public_names(module) == ["Path"]
+    (tmp_path / "machine.py").write_text("")
+    assert call_recording_in(tmp_path) == []
+    (tmp_path / "calltrace.py").write_text("")
+    assert call_recording_in(tmp_path) == ["calltrace"]
+
+
+def test_a_stub_at_the_top_is_found(tmp_path: Path) -> None:
+    for name in ("__init__", "__main__", "conformance", "contract", "pytest_plugin"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert stray_top_level(tmp_path) == []
+    (tmp_path / "findings.py").write_text("from shmref.docgen.findings import main\n")
+    assert stray_top_level(tmp_path) == ["findings.py"]
+
+
+def test_a_top_name_below_or_a_name_used_thrice_is_found(tmp_path: Path) -> None:
+    top = tmp_path / "pkg"
+    for path in ("__init__.py", "__main__.py", "cli.py", "a/__init__.py", "a/__main__.py"):
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text("")
+    (top / "b" / "deep").mkdir(parents=True)
+    (top / "b" / "__init__.py").write_text("")
+    (top / "b" / "deep" / "__init__.py").write_text("")
+    (top / "b" / "run.py").write_text("")
+    assert top_names_below(top) == []
+    (top / "b" / "deep" / "cli.py").write_text("")
+    assert top_names_below(top) == ["cli: pkg/b/deep/cli.py"]
+    (top / "a" / "b.py").write_text("")
+    assert top_names_below(top) == ["b: pkg/a/b.py", "cli: pkg/b/deep/cli.py"]
+    (top / "b" / "deep" / "a").mkdir()
+    (top / "b" / "deep" / "a" / "__init__.py").write_text("")
+    assert top_names_below(top)[0] == "a: pkg/b/deep/a/__init__.py"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "__init__.py").write_text("")
+    (other / "run.py").write_text("")
+    assert names_used_thrice([top, other]) == []  # __init__.py, __main__.py: Python's own
+    (top / "a" / "run.py").write_text("")
+    assert names_used_thrice([top, other]) == ["run.py: pkg/a/run.py, pkg/b/run.py, other/run.py"]
