@@ -6,9 +6,10 @@ against Python's `hmac`, every message against the protocol's schema, the
 seed's readers reading what the Rust writer wrote and back, a bad request
 line. Slow tests (`-m slow`): the oracle judges the program three ways
 (alone, as the writer beside the seed's readers, as the readers beside
-refimpl's writer) and must give it the seed's status on every property it runs;
-each mutant (a cargo feature) is caught by the property and status that
-names it (examples/rust_store/README.md, "Mutants").
+refimpl's writer), each run gated by its expectations file, and must give
+it the seed's status on every property it runs; each mutant (a cargo
+feature) is caught by the property and status that names it
+(examples/rust_store/README.md, "Mutants"), that property run alone.
 """
 
 from __future__ import annotations
@@ -267,11 +268,15 @@ PASSING = {"pass", "skip", "assumption"}
 SEED = os.environ.get("SHMREF_SEED", "")
 
 
-def oracle(out: Path, *args: str, level: str | None = None) -> dict[str, Any]:
-    """The oracle's quick run: its conformance.json."""
+def oracle(
+    out: Path, *args: str, level: str | None = None, only: str | None = None
+) -> dict[str, Any]:
+    """The oracle's quick run: its conformance.json (`only`: that property alone)."""
     command = [sys.executable, "-m", "shmref.conformance", *args, "--quick", "--out", str(out)]
     if level is not None:
         command += ["--level", level]
+    if only is not None:
+        command += ["--only", only]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=REPO)
     report = out / "conformance.json"
     assert report.exists(), done.stdout[-2000:] + done.stderr[-2000:]
@@ -318,6 +323,13 @@ RUNS = {
 }
 
 
+# The oracle's runs here build seed baselines (the seed's quick run of each
+# set of levels, cached in the user cache): on one xdist worker, one after
+# another, each is built once and read by the runs after it, where two
+# workers each built the same one at the same time.
+BASELINES = pytest.mark.xdist_group("rust-store")
+
+
 # its expectations files: what it fails on purpose in each run (issue 42)
 EXPECTATIONS = {
     "alone": "alone.toml",
@@ -334,6 +346,7 @@ def gate(out: Path, expect: str, *args: str) -> subprocess.CompletedProcess[str]
 
 
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_the_oracle_gives_it_the_seeds_status(run: str, program: Path, tmp_path: Path) -> None:
@@ -390,12 +403,15 @@ CAUGHT_BY: dict[str, tuple[str, str, str]] = {
 
 
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("mutant", sorted(CAUGHT_BY))
 def test_each_mutant_is_caught(mutant: str, tmp_path: Path) -> None:
+    """The property that names the defect, run alone (`--only`) at its level:
+    which others fail too was never asked."""
     level, name, status = CAUGHT_BY[mutant]
     path = build(mutant)
-    report = oracle(tmp_path, "--impl", f"exec:{path}", "--no-shrink", level=level)
+    report = oracle(tmp_path, "--impl", f"exec:{path}", "--no-shrink", level=level, only=name)
     found = statuses(report)
     assert name in found, f"{name} was not run on {mutant}"
     assert found[name][1] == status, (mutant, name, found[name])
@@ -420,6 +436,7 @@ def test_every_expectations_file_reads_and_gives_every_failure_a_reason() -> Non
 
 
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 def test_a_mutant_is_named_alone_by_the_expectations(program: Path, tmp_path: Path) -> None:
     """zero_secret breaks one property more than the file lists: exit 1, that
@@ -435,6 +452,7 @@ def test_a_mutant_is_named_alone_by_the_expectations(program: Path, tmp_path: Pa
 
 
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 def test_a_lie_in_the_file_is_an_unexpected_pass(program: Path, tmp_path: Path) -> None:
     """A file that lists a property the program passes (a failure whose cause
