@@ -6,9 +6,10 @@ against Python's `hmac`, every message against the protocol's schema, the
 seed's readers reading what the Rust writer wrote and back, a bad request
 line. Slow tests (`-m slow`): the oracle judges the program three ways
 (alone, as the writer beside the seed's readers, as the readers beside
-refimpl's writer) and must give it the seed's status on every property it runs;
-each mutant (a cargo feature) is caught by the property and status that
-names it (examples/rust_store/README.md, "Mutants").
+refimpl's writer), each run gated by its expectations file, and must give
+it the seed's status on every property it runs; each mutant (a cargo
+feature) is caught by the property and status that names it
+(examples/rust_store/README.md, "Mutants"), that property run alone.
 """
 
 from __future__ import annotations
@@ -267,11 +268,15 @@ PASSING = {"pass", "skip", "assumption"}
 SEED = os.environ.get("SHMREF_SEED", "")
 
 
-def oracle(out: Path, *args: str, level: str | None = None) -> dict[str, Any]:
-    """The oracle's quick run: its conformance.json."""
+def oracle(
+    out: Path, *args: str, level: str | None = None, only: str | None = None
+) -> dict[str, Any]:
+    """The oracle's quick run: its conformance.json (`only`: that property alone)."""
     command = [sys.executable, "-m", "shmref.conformance", *args, "--quick", "--out", str(out)]
     if level is not None:
         command += ["--level", level]
+    if only is not None:
+        command += ["--only", only]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=REPO)
     report = out / "conformance.json"
     assert report.exists(), done.stdout[-2000:] + done.stderr[-2000:]
@@ -318,7 +323,30 @@ RUNS = {
 }
 
 
+# The oracle's runs here build seed baselines (the seed's quick run of each
+# set of levels, cached in the user cache): on one xdist worker, one after
+# another, each is built once and read by the runs after it, where two
+# workers each built the same one at the same time.
+BASELINES = pytest.mark.xdist_group("rust-store")
+
+
+# its expectations files: what it fails on purpose in each run (issue 42)
+EXPECTATIONS = {
+    "alone": "alone.toml",
+    "writer beside the seed's readers": "writer-beside-seed-readers.toml",
+    "readers beside refimpl's writer": "readers-beside-refimpl-writer.toml",
+}
+
+
+def gate(out: Path, expect: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The oracle's quick run gated by one of the expectations files (make rust-conformance)."""
+    command = [sys.executable, "-m", "shmref.conformance", *args, "--quick", "--out", str(out)]
+    command += ["--no-progress", "--expect", str(RUST_DIR / "expectations" / expect)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=REPO)
+
+
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_the_oracle_gives_it_the_seeds_status(run: str, program: Path, tmp_path: Path) -> None:
@@ -327,8 +355,16 @@ def test_the_oracle_gives_it_the_seeds_status(run: str, program: Path, tmp_path:
     the seed's readers, every property has the seed's own status (hardened
     and protocol-safe fail where the seed's do). Beside refimpl's writer,
     refimpl's writer-side fixes pass too; what fails is the seed's
-    reader-side defects (no re-check at the end of a read, untyped handles)."""
-    report = oracle(tmp_path, *RUNS[run])
+    reader-side defects (no re-check at the end of a read, untyped handles).
+
+    The run is the one `make rust-conformance` gates, every level, no
+    --level: gated by its expectations file it exits 0, every result as the
+    file expects (one oracle run for both: they were two identical runs)."""
+    proc = gate(tmp_path, EXPECTATIONS[run], *RUNS[run])
+    assert (tmp_path / "conformance.json").exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "expectations: every result as" in proc.stdout
+    report = json.loads((tmp_path / "conformance.json").read_text())
     found = statuses(report)
     for name, role in SERDE_FAILS.items():
         exec_side = run == "alone" or (role == "writer") == run.startswith("writer")
@@ -367,12 +403,15 @@ CAUGHT_BY: dict[str, tuple[str, str, str]] = {
 
 
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 @pytest.mark.parametrize("mutant", sorted(CAUGHT_BY))
 def test_each_mutant_is_caught(mutant: str, tmp_path: Path) -> None:
+    """The property that names the defect, run alone (`--only`) at its level:
+    which others fail too was never asked."""
     level, name, status = CAUGHT_BY[mutant]
     path = build(mutant)
-    report = oracle(tmp_path, "--impl", f"exec:{path}", "--no-shrink", level=level)
+    report = oracle(tmp_path, "--impl", f"exec:{path}", "--no-shrink", level=level, only=name)
     found = statuses(report)
     assert name in found, f"{name} was not run on {mutant}"
     assert found[name][1] == status, (mutant, name, found[name])
@@ -380,19 +419,6 @@ def test_each_mutant_is_caught(mutant: str, tmp_path: Path) -> None:
 
 
 # -- its expectations files: what it fails on purpose (issue 42) ---------------------------
-
-EXPECTATIONS = {
-    "alone": "alone.toml",
-    "writer beside the seed's readers": "writer-beside-seed-readers.toml",
-    "readers beside refimpl's writer": "readers-beside-refimpl-writer.toml",
-}
-
-
-def gate(out: Path, expect: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The oracle's quick run gated by one of the expectations files (make rust-conformance)."""
-    command = [sys.executable, "-m", "shmref.conformance", *args, "--quick", "--out", str(out)]
-    command += ["--no-progress", "--expect", str(RUST_DIR / "expectations" / expect)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=REPO)
 
 
 def surprises(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -410,21 +436,15 @@ def test_every_expectations_file_reads_and_gives_every_failure_a_reason() -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
-@pytest.mark.parametrize("run", sorted(RUNS))
-def test_it_gates_every_level_with_its_expectations(run: str, program: Path, tmp_path: Path):
-    """Every level, no --level: exit 0, every result as the file expects."""
-    proc = gate(tmp_path, EXPECTATIONS[run], *RUNS[run])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "expectations: every result as" in proc.stdout
-
-
-@pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 def test_a_mutant_is_named_alone_by_the_expectations(program: Path, tmp_path: Path) -> None:
-    """zero_secret breaks one property more than the file lists: exit 1, that one named."""
+    """zero_secret breaks one property more than the file lists: exit 1, that
+    one named. Judged at seed-compatible, the level of its defect (the gate on
+    every level is test_the_oracle_gives_it_the_seeds_status's)."""
     path = build("zero_secret")
-    proc = gate(tmp_path, EXPECTATIONS["alone"], "--impl", f"exec:{path}", "--no-shrink")
+    args = ("--impl", f"exec:{path}", "--no-shrink", "--level", "seed-compatible")
+    proc = gate(tmp_path, EXPECTATIONS["alone"], *args)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert surprises(proc) == [
         "new failure: test_ring.py::test_secret_is_random (expected no failure, got FAIL)"
@@ -432,6 +452,7 @@ def test_a_mutant_is_named_alone_by_the_expectations(program: Path, tmp_path: Pa
 
 
 @pytest.mark.slow
+@BASELINES
 @pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
 def test_a_lie_in_the_file_is_an_unexpected_pass(program: Path, tmp_path: Path) -> None:
     """A file that lists a property the program passes (a failure whose cause

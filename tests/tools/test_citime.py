@@ -91,6 +91,23 @@ def test_gather_reads_what_make_ci_leaves(tmp_path: Path) -> None:
     assert "all of `make ci`" in text and "292" in text and "build the wheel" in text
 
 
+def test_a_step_in_the_background_is_not_added_to_the_total(tmp_path: Path) -> None:
+    """make ci's wall time is when its last step ended, not the sum of steps that
+    ran side by side; the step in the background says so in the table."""
+    write(tmp_path / "test.xml", JUNIT)
+    steps = "lint\t4.0\t0\t4.0\ntest\t200.0\t0\t204.0\nwheel-check&\t250.0\t0\t254.1\n"
+    steps += "test-slow\t700.0\t0\t904.5\n"
+    write(tmp_path / "steps.tsv", steps)
+    data = citime.gather(tmp_path, "a note")
+    assert citime.steps_total(data["steps"]) == 904.5  # not 1,154
+    text = citime.render(data, markdown=False)
+    assert "`make wheel-check` (in the background" in text and "904" in text
+    assert "1,154" not in text
+    write(tmp_path / "steps.tsv", steps.replace("254.1", "later"))
+    with pytest.raises(citime.CiTimeError, match="steps.tsv:3: the fourth field"):
+        citime.gather(tmp_path, "a note")
+
+
 @pytest.mark.parametrize(
     "name, text, says",
     [
@@ -152,18 +169,22 @@ def fake_make(tmp_path: Path, failing: str) -> Path:
     )
 
 
-def test_make_ci_times_each_step_and_stops_at_a_failing_one(tmp_path: Path) -> None:
-    make = fake_make(tmp_path, failing="test-slow")
+def ci_steps(tmp_path: Path, failing: str, *steps: str) -> subprocess.CompletedProcess[str]:
+    """.ci/steps with the fake make, its times in tmp_path/ci."""
+    make = fake_make(tmp_path, failing=failing)
     make.chmod(0o755)
-    out = tmp_path / "ci"
-    done = subprocess.run(
-        ["bash", str(REPO / ".ci" / "steps"), "lint", "test", "test-slow", "wheel-check"],
-        env={**os.environ, "MAKE": str(make), "CI_TIME_DIR": str(out)},
+    return subprocess.run(
+        ["bash", str(REPO / ".ci" / "steps"), *steps],
+        env={**os.environ, "MAKE": str(make), "CI_TIME_DIR": str(tmp_path / "ci")},
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_make_ci_times_each_step_and_stops_at_a_failing_one(tmp_path: Path) -> None:
+    done = ci_steps(tmp_path, "test-slow", "lint", "test", "test-slow", "wheel-check")
     assert done.returncode == 3, done.stdout + done.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls == [
@@ -171,10 +192,35 @@ def test_make_ci_times_each_step_and_stops_at_a_failing_one(tmp_path: Path) -> N
         "make --no-print-directory -o setup -o lint test",  # ... not again in test
         "make --no-print-directory -o setup -o lint test-slow",
     ]  # wheel-check never ran
-    steps = citime.read_steps(out / "steps.tsv")
+    steps = citime.read_steps(tmp_path / "ci" / "steps.tsv")
     assert [(s["step"], s["exit"]) for s in steps] == [("lint", 0), ("test", 0), ("test-slow", 3)]
+    assert all(s["ended"] >= s["seconds"] for s in steps)
     assert "==== make test: " in done.stdout
     assert "==== time per step" in done.stdout and "test-slow" in done.stdout.split("per step")[1]
+
+
+def test_a_step_in_the_background_runs_beside_the_next_and_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    """`STEP&` starts at once beside the steps after it; its output is shown when
+    it is collected after the last step, and its failure is make ci's."""
+    done = ci_steps(tmp_path, "wheel-check", "lint", "wheel-check&", "test", "test-slow")
+    assert done.returncode == 3, done.stdout + done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert sorted(calls[1:]) == [
+        "make --no-print-directory -o setup -o lint test",
+        "make --no-print-directory -o setup -o lint test-slow",
+        "make --no-print-directory -o setup -o lint wheel-check",
+    ]
+    steps = {s["step"]: s for s in citime.read_steps(tmp_path / "ci" / "steps.tsv")}
+    assert set(steps) == {"lint", "wheel-check&", "test", "test-slow"}
+    assert steps["wheel-check&"]["exit"] == 3 and steps["test-slow"]["exit"] == 0
+    assert "==== make wheel-check (in the background):" in done.stdout
+    # passing, the same steps end with exit 0 and the background step collected
+    (tmp_path / "calls").unlink()
+    done = ci_steps(tmp_path, "nothing", "lint", "wheel-check&", "test", "test-slow")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len((tmp_path / "calls").read_text().splitlines()) == 4
 
 
 def test_ci_runs_the_readme_command_and_prints_its_slowest_tests() -> None:
@@ -183,7 +229,7 @@ def test_ci_runs_the_readme_command_and_prints_its_slowest_tests() -> None:
     assert (REPO / ".ci" / "run").read_text().strip().splitlines()[-1] == "make ci"
     makefile = (REPO / "Makefile").read_text()
     ci = makefile.split("\nci: ", 1)[1].split("\n\n", 1)[0]
-    assert "bash .ci/steps lint test test-slow wheel-check" in ci
+    assert "bash .ci/steps lint 'wheel-check&' test test-slow" in ci
     timed = makefile.split("\nTIMED = ", 1)[1].split("\n", 1)[0]
     assert "--durations=15" in timed and "bench.citime_plugin" in timed and "junitxml" in timed
     for target in ("test", "test-slow"):
