@@ -64,8 +64,15 @@ class Handle:
 
 
 def decode(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"unrepresentable"}:
-        return Unrepresentable(str(value["unrepresentable"]))
+    """A request's argument as the caller gave it: bytes and bytearray come
+    with their bytes (docs/protocol.md, Values); another value JSON cannot
+    carry stays an Unrepresentable, for the store to refuse."""
+    if isinstance(value, dict) and "unrepresentable" in value:
+        kind = str(value["unrepresentable"])
+        if kind in ("bytes", "bytearray") and isinstance(value.get("base64"), str):
+            data = base64.b64decode(value["base64"])
+            return data if kind == "bytes" else bytearray(data)
+        return Unrepresentable(kind)
     if isinstance(value, list):
         return [decode(v) for v in value]
     return value
