@@ -60,6 +60,17 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+PUT: dict[str, Any] = {
+    "type": "request",
+    "id": 1,
+    "op": "put",
+    "object": "s1",
+    "key": "k",
+    "metadata": "",
+    "data": [""],
+}
+
+
 @pytest.mark.parametrize(
     "message",
     [
@@ -92,11 +103,26 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
         },
         {"type": "request", "id": 1, "op": "put", "object": "s1", "key": "a"},  # no data
         {"type": "request", "id": 1, "op": "fly", "object": "s1"},
+        # bytes without their value, a value where none is carried, another object
+        {**PUT, "key": {"unrepresentable": "bytes"}},
+        {**PUT, "key": {"unrepresentable": "float", "base64": ""}},
+        {**PUT, "key": {"k": 1}},
+        {**PUT, "key": [1, {"k": 1}]},
         {"type": "callback", "in_reply_to": 3, "op": "is_free", "monotonic_id": 1},
     ],
 )
 def test_the_schema_refuses_a_broken_message(message: dict[str, Any]) -> None:
     assert not validator().is_valid(message)
+
+
+def test_the_schema_takes_the_arguments_json_cannot_carry() -> None:
+    for key in (
+        {"unrepresentable": "bytes", "base64": "aw=="},
+        {"unrepresentable": "bytearray", "base64": ""},
+        {"unrepresentable": "float"},
+        [None, 1.5, {"unrepresentable": "object"}],
+    ):
+        assert validator().is_valid({**PUT, "key": key}), key
 
 
 def test_every_message_of_a_run_follows_the_schema(tmp_path: Path, monkeypatch: Any) -> None:
@@ -128,6 +154,8 @@ def test_every_message_of_a_run_follows_the_schema(tmp_path: Path, monkeypatch: 
         handle.reader_lock = mp.Lock()
         reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
         a = storage.put("k", {"v": [1, 2]})
+        with pytest.raises(ValueError):  # a bytes key: sent with its value, refused
+            storage.put(b"k", 1)
         assert reader.get(*a, storage.get_signature("k"), "k") == {"v": [1, 2]}
         with pytest.raises(ValueError):
             reader.get(*a, [0] * 32, "k")
