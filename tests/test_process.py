@@ -355,3 +355,47 @@ def test_a_serde_failure_property_is_not_run_on_a_program(tmp_path: Path) -> Non
     assert "1 skipped" in done.stdout and "not run: missing SERDE_IN_PROCESS" in done.stdout, (
         done.stdout[-2000:] + done.stderr[-2000:]
     )
+
+
+FOREIGN = """
+import sys
+from multiprocessing import resource_tracker, shared_memory
+segment = shared_memory.SharedMemory(create=True, size=64)
+resource_tracker.unregister(segment._name, "shared_memory")  # the test removes it
+print(segment.name, flush=True)
+sys.stdin.readline()  # held until told
+segment.close()  # dropped, not unlinked: as a process of another run may leave one a while
+print("dropped", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_entry_another_process_makes_during_a_request_is_not_the_programs() -> None:
+    """On a machine shared with other runs, an entry that another process
+    makes while a request is in flight, and drops (without unlinking it)
+    before the test ends, is not the program's: the ledger asks who holds
+    it when the request ends, not only when the test ends."""
+    from shmref.process import segments
+
+    program = subprocess.Popen(["sleep", "60"])  # the "program": it makes nothing
+    foreign = subprocess.Popen(
+        [sys.executable, "-c", FOREIGN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert foreign.stdin is not None and foreign.stdout is not None
+    ledger = segments.Ledger()
+    ledger.pid = program.pid
+    before = segments.names()  # the request starts
+    name = foreign.stdout.readline().strip()
+    try:
+        ledger.note(before)  # the request ends: the foreign process holds its entry
+        foreign.stdin.write("\n")
+        foreign.stdin.flush()
+        assert foreign.stdout.readline().strip() == "dropped"
+        assert name in segments.names()  # held by nobody now, and still there
+        assert ledger.settle() == []  # the test ends: nothing of the program's
+    finally:
+        segments.unlink(name)
+        foreign.kill()
+        program.kill()
+        foreign.wait()
+        program.wait()
