@@ -9,6 +9,10 @@ It stores the bytes it is sent (a serde that passes frames through) and
 returns the bytes after the read count. Readers run under the oracle's lock
 (reader_lock "oracle"): the storage is given a lock of its own that nobody
 else contends. `--only ROLE` announces one role (for mixed-run tests).
+A module without `get_begin`, `get_copy` and `get_end` is served without
+them, and its split-read properties are `not run` (the oracle cannot cut a
+program's `get`); tests/programs/seed_store.py serves the seed with the
+three steps, its `get` cut at its serde in the program's own process.
 """
 
 from __future__ import annotations

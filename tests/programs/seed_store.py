@@ -17,6 +17,8 @@ serde, `get_copy` lets it copy, `get_end` lets it count.
               b"a" and b"b", or b"a" twice, are two different keys
       early   the whole read at get_begin (copied and counted there),
               as a program that cannot cut its store's read would
+      whole   no split read at all (the seed's module as it is): the
+              properties that need one are `not run`
 """
 
 from __future__ import annotations
@@ -153,6 +155,8 @@ if __name__ == "__main__":
     broken = sys.argv[sys.argv.index("--broken") + 1] if "--broken" in sys.argv else ""
     if broken == "keys":
         serve.decode = lossy_decode
-    seed = seed_with_split_read(build_seed_module(), early=broken == "early")
+    seed = build_seed_module()
+    if broken != "whole":
+        seed = seed_with_split_read(seed, early=broken == "early")
     out, sys.stdout = sys.stdout, sys.stderr  # the protocol on stdout; anything else on stderr
     Server(seed, ["writer", "reader"], out, sys.stdin).run()
