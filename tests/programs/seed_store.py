@@ -56,7 +56,7 @@ class CutRead:
 def recording(serde_class: type) -> type:
     """The serde class, keeping what its deserialize returned (the copy)."""
 
-    class Recording(serde_class):  # type: ignore[misc,valid-type]
+    class Recording(serde_class):  # type: ignore[misc]
         copied: Any = None
 
         def deserialize(self, data: Any) -> Any:
