@@ -293,10 +293,16 @@ def split_read_missing(storage: Any) -> str | None:
     """None if reads can be split: natively, or (shmref.store.splitread) by
     holding the store's own `get` at its serde, which every store's `get`
     is given through the handle's `serde_class`; no bytes of the segment are
-    read for it (what they mean is the store's layout)."""
-    if all(has(storage, n) for n in SPLIT_READ_NATIVE) or has(storage, "get"):
+    read for it (what they mean is the store's layout). Only where the
+    serde runs inside the store's read: a program's `get` has copied and
+    counted before the oracle's serde sees its bytes, so holding that serde
+    would cut the read after its end (`SERDE_IN_PROCESS` on the storage's
+    class says so, as on a module)."""
+    if all(has(storage, n) for n in SPLIT_READ_NATIVE):
         return None
-    return "storage.get_begin/get_copy/get_end or storage.get"
+    if not has(storage, "get"):
+        return "storage.get_begin/get_copy/get_end or storage.get"
+    return None if serde_in_process(storage, "reader") else "storage.get_begin/get_copy/get_end"
 
 
 SERDE_IN_PROCESS = "SERDE_IN_PROCESS"

@@ -62,7 +62,11 @@ def short(line: bytes | str, limit: int = 200) -> str:
 
 def encode(value: Any) -> Any:
     """A caller's argument as JSON carries it; anything else is
-    {"unrepresentable": its type name} (the program refuses it)."""
+    {"unrepresentable": its type name} (the program refuses it), with its
+    bytes in "base64" for bytes and bytearray: a store that takes any
+    hashable key, as the seed does, tells b"a" from b"b" as in process."""
+    if type(value) in (bytes, bytearray):
+        return {"unrepresentable": type(value).__name__, "base64": b64(value)}
     if value is None or type(value) in (bool, int):
         return value
     if type(value) is float:

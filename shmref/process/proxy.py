@@ -65,6 +65,9 @@ class ProxyStorage:
     SPEC: str
     ARGV: list[str]
     RING: type[ProxyRing]
+    # deserialize runs here, after the program's read: a get held at its
+    # serde would be cut after its end (shmref.contract.split_read_missing)
+    SERDE_IN_PROCESS: frozenset[str] = frozenset()
 
     def __init__(
         self,

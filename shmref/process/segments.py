@@ -6,10 +6,11 @@ The oracle accounts for every one: charged to the test that made it, as a
 Python store's `SharedMemory` is (shmref.testing.leaks), and removed when
 the program ends.
 
-Each request only notes the names that appeared (two directory listings);
-who holds them is looked up when a test ends or the program stops
-(`settle`), so that other processes making and removing entries meanwhile
-cost a request nothing."""
+Each request notes the names that appeared (two directory listings) and,
+only when some did, who holds them: an entry another process holds then is
+not the program's, even if its maker drops it before the test ends (other
+runs on the same machine make and drop theirs all the time). Who holds the
+rest is looked up again when a test ends or the program stops (`settle`)."""
 
 from __future__ import annotations
 
@@ -117,7 +118,14 @@ class Ledger:
         LEDGERS.add(self)
 
     def note(self, before: frozenset[str]) -> None:
-        self.candidates |= names() - before
+        """The entries that appeared since `before`, those another process
+        holds left out at once: on a machine shared with other runs, an
+        entry another process made meanwhile is still held by its maker
+        now, but may be dropped (not yet unlinked) when the test ends."""
+        appeared = names() - before
+        if appeared and self.pid:
+            appeared = frozenset(created_by(self.pid, appeared))
+        self.candidates |= appeared
 
     def settle(self) -> list[str]:
         """The program's new entries (each told to CREATED_HOOKS once)."""

@@ -9,6 +9,10 @@ It stores the bytes it is sent (a serde that passes frames through) and
 returns the bytes after the read count. Readers run under the oracle's lock
 (reader_lock "oracle"): the storage is given a lock of its own that nobody
 else contends. `--only ROLE` announces one role (for mixed-run tests).
+A module without `get_begin`, `get_copy` and `get_end` is served without
+them, and its split-read properties are `not run` (the oracle cannot cut a
+program's `get`); tests/programs/seed_store.py serves the seed with the
+three steps, its `get` cut at its serde in the program's own process.
 """
 
 from __future__ import annotations
@@ -64,8 +68,15 @@ class Handle:
 
 
 def decode(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"unrepresentable"}:
-        return Unrepresentable(str(value["unrepresentable"]))
+    """A request's argument as the caller gave it: bytes and bytearray come
+    with their bytes (docs/protocol.md, Values); another value JSON cannot
+    carry stays an Unrepresentable, for the store to refuse."""
+    if isinstance(value, dict) and "unrepresentable" in value:
+        kind = str(value["unrepresentable"])
+        if kind in ("bytes", "bytearray") and isinstance(value.get("base64"), str):
+            data = base64.b64decode(value["base64"])
+            return data if kind == "bytes" else bytearray(data)
+        return Unrepresentable(kind)
     if isinstance(value, list):
         return [decode(v) for v in value]
     return value

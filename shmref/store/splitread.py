@@ -10,7 +10,9 @@ the steps exactly where the spec cuts a read, and what the segment's bytes
 mean stays the store's business: no object layout is assumed (the seed's
 `[count][serde bytes]` is the seed-layout level's claim, not the contract).
 A store whose `get` never calls the handle's serde cannot be cut: its
-split-read properties are `not run: missing` (MissingCapability).
+split-read properties are `not run: missing` (MissingCapability); nor can a
+program's (shmref.process): its `get` has copied and counted before the
+proxy's serde is called, so it offers the three steps or they are not run.
 
 A reader's signature check runs as its own step first (`check_signature`,
 on every implementation), so that a refused handle is told from a stale one
@@ -25,7 +27,7 @@ import threading
 import traceback
 from typing import Any
 
-from shmref.contract import MissingCapability, has
+from shmref.contract import MissingCapability, has, split_read_missing
 from shmref.core.vocabulary import HandleRejected, InjectedCopyFailure, TornCopy
 
 WAIT = 120.0  # seconds a step waits for the reading thread
@@ -235,8 +237,9 @@ def begin(
         except ValueError as exc:
             unnamed_refusal(checked, exc)
             raise
-    if serde_class is None:
-        raise MissingCapability(UNCUT)
+    lacking = split_read_missing(storage)
+    if serde_class is None or lacking:  # a program's get: its serde runs after the count
+        raise MissingCapability(lacking or UNCUT)
     read = HeldRead(storage, serde_class, (address, monotonic_id, signature, key))
     try:
         stage = read.wait()

@@ -66,6 +66,24 @@ def test_duplicate_key_is_rejected_and_index_kept(store_factory):
     assert writer.is_cached("k") and writer.get(*first) == 1
 
 
+@pytest.mark.parametrize(("key", "other"), [(b"k", b"j"), (1, 2)])
+def test_a_key_of_another_type_is_refused_or_kept_as_given(store_factory, key, other):
+    """A key that is not a str is refused (refimpl), or kept as the key it
+    is (the seed keeps any hashable key): then a second put of it is
+    refused and a put of another key of its type is not. Behind the process
+    protocol bytes arrive with their value (docs/protocol.md, Values), so a
+    program that keeps them tells b"k" from b"j" as the seed does."""
+    writer = store_factory()
+    try:
+        writer.put(key, 1)
+    except (ValueError, TypeError):
+        return
+    with pytest.raises(ValueError, match="already exists"):
+        writer.put(key, 2)
+    writer.put(other, 3)
+    assert writer.is_cached(key) and writer.is_cached(other)
+
+
 def test_reads_count_and_reclaim_fifo(store_factory, attach):
     writer = store_factory(n_readers=2)
     readers = [attach(writer), attach(writer)]

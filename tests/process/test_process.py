@@ -60,6 +60,17 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+PUT: dict[str, Any] = {
+    "type": "request",
+    "id": 1,
+    "op": "put",
+    "object": "s1",
+    "key": "k",
+    "metadata": "",
+    "data": [""],
+}
+
+
 @pytest.mark.parametrize(
     "message",
     [
@@ -92,11 +103,26 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
         },
         {"type": "request", "id": 1, "op": "put", "object": "s1", "key": "a"},  # no data
         {"type": "request", "id": 1, "op": "fly", "object": "s1"},
+        # bytes without their value, a value where none is carried, another object
+        {**PUT, "key": {"unrepresentable": "bytes"}},
+        {**PUT, "key": {"unrepresentable": "float", "base64": ""}},
+        {**PUT, "key": {"k": 1}},
+        {**PUT, "key": [1, {"k": 1}]},
         {"type": "callback", "in_reply_to": 3, "op": "is_free", "monotonic_id": 1},
     ],
 )
 def test_the_schema_refuses_a_broken_message(message: dict[str, Any]) -> None:
     assert not validator().is_valid(message)
+
+
+def test_the_schema_takes_the_arguments_json_cannot_carry() -> None:
+    for key in (
+        {"unrepresentable": "bytes", "base64": "aw=="},
+        {"unrepresentable": "bytearray", "base64": ""},
+        {"unrepresentable": "float"},
+        [None, 1.5, {"unrepresentable": "object"}],
+    ):
+        assert validator().is_valid({**PUT, "key": key}), key
 
 
 def test_every_message_of_a_run_follows_the_schema(tmp_path: Path) -> None:
@@ -135,6 +161,8 @@ def every_message_of_a_run(log: Path) -> None:
         handle.reader_lock = mp.Lock()
         reader = impl.SingleWriterShmObjectStorage.create_from_handle(handle)
         a = storage.put("k", {"v": [1, 2]})
+        with pytest.raises(ValueError):  # a bytes key: sent with its value, refused
+            storage.put(b"k", 1)
         assert reader.get(*a, storage.get_signature("k"), "k") == {"v": [1, 2]}
         with pytest.raises(ValueError):
             reader.get(*a, [0] * 32, "k")
@@ -334,3 +362,47 @@ def test_a_serde_failure_property_is_not_run_on_a_program(tmp_path: Path) -> Non
     assert "1 skipped" in done.stdout and "not run: missing SERDE_IN_PROCESS" in done.stdout, (
         done.stdout[-2000:] + done.stderr[-2000:]
     )
+
+
+FOREIGN = """
+import sys
+from multiprocessing import resource_tracker, shared_memory
+segment = shared_memory.SharedMemory(create=True, size=64)
+resource_tracker.unregister(segment._name, "shared_memory")  # the test removes it
+print(segment.name, flush=True)
+sys.stdin.readline()  # held until told
+segment.close()  # dropped, not unlinked: as a process of another run may leave one a while
+print("dropped", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_entry_another_process_makes_during_a_request_is_not_the_programs() -> None:
+    """On a machine shared with other runs, an entry that another process
+    makes while a request is in flight, and drops (without unlinking it)
+    before the test ends, is not the program's: the ledger asks who holds
+    it when the request ends, not only when the test ends."""
+    from shmref.process import segments
+
+    program = subprocess.Popen(["sleep", "60"])  # the "program": it makes nothing
+    foreign = subprocess.Popen(
+        [sys.executable, "-c", FOREIGN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert foreign.stdin is not None and foreign.stdout is not None
+    ledger = segments.Ledger()
+    ledger.pid = program.pid
+    before = segments.names()  # the request starts
+    name = foreign.stdout.readline().strip()
+    try:
+        ledger.note(before)  # the request ends: the foreign process holds its entry
+        foreign.stdin.write("\n")
+        foreign.stdin.flush()
+        assert foreign.stdout.readline().strip() == "dropped"
+        assert name in segments.names()  # held by nobody now, and still there
+        assert ledger.settle() == []  # the test ends: nothing of the program's
+    finally:
+        segments.unlink(name)
+        foreign.kill()
+        program.kill()
+        foreign.wait()
+        program.wait()

@@ -40,7 +40,7 @@ impl Value {
             Value::Float(_) => "float",
             Value::Str(_) => "str",
             Value::Arr(_) => "list",
-            Value::Obj(o) if o.len() == 1 && o[0].0 == "unrepresentable" => "unrepresentable",
+            Value::Obj(o) if o.iter().any(|(k, _)| k == "unrepresentable") => "unrepresentable",
             Value::Obj(_) => "dict",
         }
     }
