@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "tests" / "programs" / "misbehaving_store.py"
 SEED_PROGRAM = REPO / "tests" / "programs" / "seed_store.py"
 LIMIT = 120.0  # seconds the oracle may take on any of them (issue 41)
+MAX_RSS = 300 << 20  # bytes the oracle's own process may hold, floods included (issue 41)
 
 # kind: (status, words of its detail early, late)
 GALLERY: dict[str, tuple[str, str, str]] = {
@@ -66,26 +69,52 @@ def oracle(
     out: Path, impl: str, *args: str, limit: float = LIMIT, call_timeout: str | None = "5"
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     """One run of the oracle, held to what every run owes: an end of its own
-    within `limit`, no traceback, nothing of the program left."""
+    within `limit`, no traceback, nothing of the program left, and the
+    oracle's own process under MAX_RSS whatever the program sent."""
     before = shm_names()
     started = time.monotonic()
     bounds = ["--call-timeout", call_timeout] if call_timeout else []
-    proc = subprocess.run(
-        [sys.executable, "-m", "shmref.conformance", "--impl", impl, "--no-baseline"]
-        + ["--out", str(out), *bounds, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdin=subprocess.DEVNULL,
-        timeout=limit + 60,
-    )
+    command = [sys.executable, "-m", "shmref.conformance", "--impl", impl, "--no-baseline"]
+    proc, peak = watched(command + ["--out", str(out), *bounds, *args], limit + 60)
     seconds = time.monotonic() - started
     assert seconds < limit, (seconds, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert 0 < peak < MAX_RSS, f"the oracle's process peaked at {peak >> 20} MiB"
     if impl.startswith("exec:"):  # (a module has no process of its own)
         assert alive(impl.removeprefix("exec:").replace(" ", "\0")) == []
     assert orphans(before, settle=2.0) == []
     return proc, seconds
+
+
+def watched(command: list[str], timeout: float) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`command` run to its end, and its own process's peak resident memory
+    in bytes (VmHWM, read while it runs: the last reading is the peak so far)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        child = subprocess.Popen(
+            command, stdout=out, stderr=err, text=True, env=env, stdin=subprocess.DEVNULL
+        )
+        deadline, peak = time.monotonic() + timeout, 0
+        while child.poll() is None:
+            peak = max(peak, high_water_mark(child.pid))
+            if time.monotonic() > deadline:
+                child.kill()
+                child.wait()
+                raise AssertionError(f"the oracle ran past {timeout:g} s")
+            time.sleep(0.05)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(command, child.returncode, out.read(), err.read()), peak
+
+
+def high_water_mark(pid: int) -> int:
+    """A live process's peak resident memory in bytes (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+    return int(found.group(1)) << 10 if found else 0
 
 
 def checks(out: Path) -> list[dict[str, Any]]:
@@ -414,3 +443,11 @@ def test_the_conformance_page_names_the_assumptions_the_oracle_reports() -> None
     snapshot = json.loads((REPO / "docs" / "seed-conformance.json").read_text())
     [safe] = [level for level in snapshot["levels"] if level["level"] == "protocol-safe"]
     assert "hazard MCIdWrap" in safe["failing"] and safe["assumptions"] == ["hazard MCLostReader"]
+
+
+def test_the_memory_bound_sees_a_process_that_holds_too_much() -> None:
+    """The broken input of `oracle`'s memory check: a process that holds
+    350 MiB for a moment is seen above MAX_RSS."""
+    hold = "b = b'x' * (350 << 20); import time; time.sleep(0.5)"
+    proc, peak = watched([sys.executable, "-c", hold], 30)
+    assert proc.returncode == 0 and peak >= MAX_RSS
