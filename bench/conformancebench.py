@@ -77,7 +77,7 @@ class Run:
 
 
 RUNS = (
-    Run("full, empty cache (TLC included)", quick=False, target_s=180.0),
+    Run("full, empty cache (only trace validation starts TLC)", quick=False, target_s=180.0),
     Run("full, cached", quick=False, target_s=60.0),
     Run("--quick, first quick run", quick=True, target_s=None),
     Run("--quick, cached", quick=True, target_s=20.0),
