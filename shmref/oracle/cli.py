@@ -102,15 +102,7 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def seconds(text: str) -> float:
-    """argparse type: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
+seconds = limits.positive_seconds  # argparse type: a number of seconds above 0
 
 
 def unwritable(out: Path) -> str:

@@ -10,6 +10,7 @@ from shmref.core.runconfig import HELLO_TIMEOUT, MAX_LINE, MAX_STDERR, RunConfig
 
 
 def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds above 0 (--timeout, --call-timeout too)."""
     try:
         value = float(text)
     except ValueError:
