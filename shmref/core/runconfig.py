@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from shmref.core.files import write_atomically
+
 # The process protocol's limits (docs/protocol.md, "Limits"): their one home.
 HELLO_TIMEOUT = 30.0  # seconds a program may take to send its hello
 MAX_LINE = 16 << 20  # bytes of one line from a program, its newline excluded
@@ -73,7 +75,7 @@ class RunConfig:
     def write(self, path: Path) -> Path:
         """`path` holds this configuration (JSON); returned for the child's command line."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json(), encoding="utf-8")
+        write_atomically(path, self.to_json())
         return path
 
     @classmethod
