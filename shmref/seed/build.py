@@ -18,6 +18,7 @@ Nothing of the seed's code is ever committed: only this extractor.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import os
@@ -174,8 +175,11 @@ except ImportError:
 '''
 
 
+@functools.lru_cache(maxsize=4)
 def render(text: str, seed_path: Path) -> str:
-    """The source of module `shmref_seed` for seed text `text`."""
+    """The source of module `shmref_seed` for seed text `text` (remembered:
+    the suite loads the seed for hundreds of tests, and compiling it to check
+    it was most of that)."""
     classes = extract_classes(text)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     parts = [

@@ -20,6 +20,10 @@ import pytest
 from shmref.process import segments
 
 _created: dict[str, str] = {}  # name -> the test that created it (`owner` then)
+# The recorded names not yet seen gone: a test's check looks only at these, so
+# that it costs what is live, not every segment the session ever made (the
+# state-graph replay makes ten thousand).
+_maybe_live: set[str] = set()
 owner = "(outside any test)"  # the running test's node id, set by the hook below
 _original_init = shared_memory.SharedMemory.__init__
 
@@ -34,6 +38,7 @@ def _recording_init(
         # ftruncate raise): Python 3.11 leaves that segment behind.
         if create and getattr(self, "_name", None):
             _created.setdefault(self._name, owner)
+            _maybe_live.add(self._name)
 
 
 def _program_created(name: str) -> None:
@@ -41,6 +46,7 @@ def _program_created(name: str) -> None:
     shmref.process.segments): charged to the running test, as our own are,
     named as SharedMemory names them (a leading slash)."""
     _created.setdefault("/" + name.lstrip("/"), owner)
+    _maybe_live.add("/" + name.lstrip("/"))
 
 
 def start() -> None:
@@ -72,7 +78,9 @@ def remove(names: list[str]) -> None:
 
 def leaked() -> set[str]:
     """Segments this process created that still exist."""
-    return {name for name in _created if os.path.exists(f"/dev/shm/{name.lstrip('/')}")}
+    gone = {n for n in _maybe_live if not os.path.exists(f"/dev/shm/{n.lstrip('/')}")}
+    _maybe_live.difference_update(gone)
+    return set(_maybe_live)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +130,13 @@ def covering_paths(
     open_out: dict[str, deque[Edge]] = {}
     for e in order:
         open_out.setdefault(e[0], deque()).append(e)
+    n_open = Counter(e[0] for e in uncovered)  # untaken edges out of each state
+
+    def take(edges: Iterable[Edge]) -> None:
+        for e in edges:
+            if e in uncovered:
+                uncovered.remove(e)
+                n_open[e[0]] -= 1
 
     def next_open(node: str) -> Edge | None:
         edges = open_out.get(node)
@@ -160,7 +167,7 @@ def covering_paths(
                     if e[1] in back:
                         continue
                     back[e[1]] = e
-                    if next_open(e[1]) is not None and depth <= dist[e[1]]:
+                    if n_open[e[1]] > 0 and depth <= dist[e[1]]:
                         walk: list[Edge] = []
                         cur: str = e[1]
                         while (step := back[cur]) is not None:
@@ -178,20 +185,20 @@ def covering_paths(
             pending.popleft()
         first = pending.popleft()
         walk = prefix(first[0]) + [first]
-        uncovered.difference_update(walk)
+        take(walk)
         node = first[1]
         while max_length is None or len(walk) < max_length:
             step = next_open(node)
             if step is not None:
                 walk.append(step)
-                uncovered.discard(step)
+                take((step,))
                 node = step[1]
                 continue
             extra = detour(node)
             if extra is None:
                 break
             walk.extend(extra)
-            uncovered.difference_update(extra)
+            take(extra)
             node = extra[-1][1]
         paths.append(walk)
     return paths

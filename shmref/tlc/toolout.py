@@ -173,8 +173,11 @@ def parse_simulation_file(path: Path) -> Trace:
     return parse_simulation_text(Path(path).read_text(encoding="utf-8", errors="replace"), path)
 
 
-def parse_simulation_text(text: str, path: Path | str) -> Trace:
-    """One ``-simulate`` trace file's text; `path` names it in errors."""
+def parse_simulation_text(
+    text: str, path: Path | str, cache: dict[str, Any] | None = None
+) -> Trace:
+    """One ``-simulate`` trace file's text; `path` names it in errors; `cache`
+    as for parse_state (the traces of one corpus share most values)."""
     blocks = list(_SIM_STATE.finditer(text))
     if not blocks:
         raise TlcError(f"{path}: not a TLC simulation trace file (no STATE_i == blocks)")
@@ -186,7 +189,7 @@ def parse_simulation_text(text: str, path: Path | str) -> Trace:
         if footer is not None:
             body = body[: footer.start()]
         try:
-            states.append(State(int(m.group(1)), None, parse_state(body)))
+            states.append(State(int(m.group(1)), None, parse_state(body, cache)))
         except TlcError as exc:
             raise TlcError(f"{path}: STATE_{m.group(1)}: {exc}") from None
     return Trace(states)

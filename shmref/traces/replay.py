@@ -14,6 +14,7 @@ ring drawn as the seed's docstring draws it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,14 +62,32 @@ class Step:
 
 
 @dataclass
+class Replayed:
+    """One replayed step as it happened, kept undrawn: most replays pass, and
+    drawing every step cost more than replaying it (the state graph's 272k)."""
+
+    index: int
+    spec: Mapping[str, Any]  # the TLC state after the step
+    action: Mapping[str, Any]  # its last_action
+    outcome: Outcome
+    observed: Mapping[str, Any]  # the implementation's state after it (Driver.observe)
+    problems: list[str]
+    unit: int  # the driver's bytes per unit
+
+
+@dataclass
 class ReplayReport:
+    """What a replay saw: `ok`, the step table and the drawn timeline (both
+    drawn when first asked for)."""
+
     name: str
-    steps: list[Step] = field(default_factory=list)
-    timeline: Timeline | None = None  # the same steps, drawn (shmref.render)
+    constants: Mapping[str, Any] = field(default_factory=dict)
+    readers: list[str] = field(default_factory=list)
+    replayed: list[Replayed] = field(default_factory=list)
 
     @property
     def diverged_at(self) -> int | None:
-        for step in self.steps:
+        for step in self.replayed:
             if step.problems:
                 return step.index
         return None
@@ -76,6 +95,41 @@ class ReplayReport:
     @property
     def ok(self) -> bool:
         return self.diverged_at is None
+
+    @functools.cached_property
+    def steps(self) -> list[Step]:
+        """Each step with the ring drawn as the seed's docstring draws it."""
+        n = self.constants["N"]
+        drawn = []
+        for r in self.replayed:
+            got = r.outcome.status
+            if got == "ok" and vocabulary.action(r.action["name"]).places:
+                got = f"ok {tuple(r.outcome.result)}"  # the implementation's own numbers
+            sizes = {a % n: size for a, size in _sizes(r.spec, n).items()}
+            drawing = draw_ring(r.observed, n, sizes, r.unit)
+            expected = r.action.get("outcome", "ok")
+            drawn.append(Step(r.index, describe(r.action), expected, got, r.problems, drawing))
+        return drawn
+
+    @functools.cached_property
+    def timeline(self) -> Timeline:
+        """The same steps for the report's picture (shmref.render)."""
+        drawn = Builder("replay", f"replay of {self.name}", self.constants, self.readers)
+        for r in self.replayed:
+            drawn.add(
+                r.index,
+                r.action,
+                r.outcome.status,
+                r.outcome.result,
+                r.observed,
+                expected=r.action.get("outcome", "ok"),
+                note="DIVERGED: " + "; ".join(r.problems) if r.problems else "",
+                diverged=bool(r.problems),
+                spec_state=r.spec,
+            )
+            if r.problems and drawn.trace.verdict == "":
+                drawn.trace.verdict = f"diverged at state {r.index}: {r.problems[0]}"
+        return drawn.trace
 
     def table(self) -> str:
         head = f"replay of {self.name}: " + (
@@ -180,47 +234,18 @@ class Replayer:
     def replay(
         self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
     ) -> ReplayReport:
-        report = ReplayReport(name)
-        drawn = Builder(
-            "replay", f"replay of {name}", self.constants, [str(r) for r in self.readers]
-        )
-        report.timeline = drawn.trace
+        report = ReplayReport(name, self.constants, [str(r) for r in self.readers])
         with self.driver() as driver:
             for state in trace.states[1:]:
                 action = state.vars["last_action"]
                 outcome = self.perform(driver, action)
                 observed = driver.observe()
                 problems = self.compare(state.vars, observed, action, outcome)
-                sizes = {
-                    a % self.constants["N"]: s
-                    for a, s in _sizes(state.vars, self.constants["N"]).items()
-                }
-                got = outcome.status
-                if got == "ok" and vocabulary.action(action["name"]).places:
-                    got = f"ok {tuple(outcome.result)}"  # the implementation's own numbers
-                report.steps.append(
-                    Step(
-                        state.index,
-                        describe(action),
-                        action.get("outcome", "ok"),
-                        got,
-                        problems,
-                        draw_ring(observed, self.constants["N"], sizes, driver.unit),
+                report.replayed.append(
+                    Replayed(
+                        state.index, state.vars, action, outcome, observed, problems, driver.unit
                     )
                 )
-                drawn.add(
-                    state.index,
-                    action,
-                    outcome.status,
-                    outcome.result,
-                    observed,
-                    expected=action.get("outcome", "ok"),
-                    note="DIVERGED: " + "; ".join(problems) if problems else "",
-                    diverged=bool(problems),
-                    spec_state=state.vars,
-                )
-                if problems and drawn.trace.verdict == "":
-                    drawn.trace.verdict = f"diverged at state {state.index}: {problems[0]}"
                 if problems and stop_at_divergence:
                     break
         return report

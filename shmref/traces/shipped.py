@@ -235,6 +235,7 @@ def _corpus(name: str, folder: Path) -> tuple[tlc.Trace, ...]:
     entry = _entry("corpora", name, folder)
     path = folder / entry["file"]
     traces = []
+    values: dict[str, Any] = {}  # each distinct value text parsed once
     try:
         with tarfile.open(path, "r:xz") as archive:
             members = sorted(
@@ -245,7 +246,7 @@ def _corpus(name: str, folder: Path) -> tuple[tlc.Trace, ...]:
                 handle = archive.extractfile(member)
                 assert handle is not None
                 text = handle.read().decode("utf-8")
-                traces.append(tlc.parse_simulation_text(text, f"{path}:{member.name}"))
+                traces.append(tlc.parse_simulation_text(text, f"{path}:{member.name}", values))
     except (OSError, tarfile.TarError, lzma.LZMAError, UnicodeDecodeError) as exc:
         raise ShippedError(f"{path}: cannot be read ({exc}): run `{REMAKE}`") from None
     return tuple(traces)

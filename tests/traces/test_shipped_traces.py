@@ -218,6 +218,8 @@ def example_store(which: str) -> object:
     the process protocol), built from the checkout; skipped without a compiler."""
     from shmref.seed.impl import load_impl
 
+    if str(REPO / "tests" / "examples") not in sys.path:  # also when run alone
+        sys.path.append(str(REPO / "tests" / "examples"))
     if which == "native":
         from test_native_store import NATIVE_DIR, build_module
 
