@@ -189,6 +189,7 @@ def check_model(
             spec_dir / model.tla_file,
             spec_dir / model.cfg_file,
             workers=workers,
+            short=model.quick,
             # only where the manifest says why (bounded models stop; 2.15 has
             # no CHECK_DEADLOCK)
             extra_args=("-deadlock",) if model.deadlock else (),

@@ -29,10 +29,24 @@ _DOT_LABEL = r'"((?:[^"\\]|\\.)*)"'
 _DOT_NODE = re.compile(r"^(-?\d+) \[label=" + _DOT_LABEL + r"(.*)\];?$")
 _DOT_EDGE = re.compile(r"^(-?\d+) -> (-?\d+)(?: \[label=" + _DOT_LABEL + r".*\])?;?$")
 _DOT_ESCAPES = {"n": "\n", "l": "\n", "r": "\n"}
+_DOT_ESCAPE = re.compile(r"\\(.)")
+
+
+def _dot_unescaped(match: re.Match[str]) -> str:
+    return _DOT_ESCAPES.get(match.group(1), match.group(1))
 
 
 def _dot_unescape(label: str) -> str:
-    return re.sub(r"\\(.)", lambda m: _DOT_ESCAPES.get(m.group(1), m.group(1)), label)
+    if "\\" not in label:  # most edge labels: an action's name
+        return label
+    # The escapes a state's label is made of, by plain replacement (a regex
+    # call per escape cost more than TLC's dump); an escaped backslash is held
+    # apart first, so that "\\\\n" stays a backslash and an n.
+    text = label.replace("\\\\", "\0").replace('\\"', '"')
+    text = text.replace("\\n", "\n").replace("\\l", "\n").replace("\\r", "\n")
+    if "\\" in text:
+        text = _DOT_ESCAPE.sub(_dot_unescaped, text)
+    return text.replace("\0", "\\")
 
 
 def parse_dot(path: Path) -> StateGraph:

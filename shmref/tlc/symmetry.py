@@ -184,7 +184,9 @@ def check_symmetry(
         small = work / f"{model}-small.cfg"
         small.write_text(small_cfg(cfg_text, max_issues, bounds))
         dot = Path(tmp) / "graph.dot"
-        run = run_tlc(work / tla.name, small, dump_dot=dot, extra_args=["-deadlock"])
+        run = run_tlc(
+            work / tla.name, small, dump_dot=dot, extra_args=["-deadlock"], workers=1, short=True
+        )
         if run.outcome != "ok":
             raise TlcError(f"{model}: the small instance did not check: {run.summary()}")
         graph = parse_dot(dot)

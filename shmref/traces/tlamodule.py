@@ -176,6 +176,7 @@ def run_log(
             where / "TraceRun.tla",
             where / "TraceRun.cfg",
             workers=1,
+            short=True,
             extra_args=("-deadlock", *extra_args),
             timeout=timeout,
             log_path=where / "tlc.out" if keep else None,
