@@ -28,6 +28,11 @@ NODE = shutil.which("node")
 if NODE is None:
     pytest.skip("node not found: the JS store is not judged", allow_module_level=True)
 
+# One worker runs this file's tests one after the other: what is left in
+# /dev/shm is judged by js_store's own name prefix, which a run of the other
+# test beside it would also make (seen in CI once the tier ran faster).
+pytestmark = pytest.mark.xdist_group("js-store")
+
 # What the oracle says when a program broke the protocol (docs/protocol.md, "Messages").
 PROTOCOL_BROKEN = re.compile(
     r"shmref\.process: ERROR|not JSON|schema|expected the reply to request", re.IGNORECASE
