@@ -241,7 +241,8 @@ COMPARED = ("--level", "seed-compatible", "--level", "hardened")
 def seed_statuses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The in-process seed's statuses in a quick run of COMPARED."""
     out = tmp_path_factory.mktemp("seed")
-    proc, _ = oracle(out, "seed", "--quick", *COMPARED, limit=900, call_timeout=None)
+    # statuses only: nothing shrunk (--no-shrink), here and behind the protocol
+    proc, _ = oracle(out, "seed", "--quick", "--no-shrink", *COMPARED, limit=900, call_timeout=None)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the seed fails hardened
     return statuses(out)
 
@@ -257,7 +258,9 @@ def test_the_seed_behind_the_protocol_gets_the_seeds_statuses_and_leaves_nothing
     leak guard reports it; behind the protocol the oracle finds it in
     /dev/shm, reports it the same way, and removes it."""
     impl = f"exec:python3 {SEED_PROGRAM}"
-    proc, _ = oracle(tmp_path, impl, "--quick", *COMPARED, limit=900, call_timeout=None)
+    proc, _ = oracle(
+        tmp_path, impl, "--quick", "--no-shrink", *COMPARED, limit=900, call_timeout=None
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     program = statuses(tmp_path)
     assert differences(seed_statuses, program) == []
