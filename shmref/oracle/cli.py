@@ -60,6 +60,7 @@ from shmref.oracle.conformance_run import (
     DEFAULT_TIMEOUT,
     QUICK_SHRINK_BUDGET,
     gate_report,
+    property_level,
     property_problem,
     run,
 )
@@ -248,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only",
         action="append",
         metavar="PROPERTY",
-        help="run only this property, named as in the report (repeatable; the seed baseline "
+        help="run only this property, named as in the report (repeatable; without --level its "
+        "level is the one judged; the seed baseline "
         "re-runs a property that came out ERROR, CRASH or TIMEOUT this way)",
     )
     parser.add_argument(
@@ -315,6 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     if args.hazard:
         args.level, args.only = [PROTOCOL], [f"hazard {args.hazard}"]
+    if args.only and not args.level:  # judged: the levels of the properties named
+        named = {property_level(name) for name in args.only}
+        args.level = [level for level in LEVELS if level in named]
     levels = tuple(args.level or LEVELS)
     if args.out:  # no report of an earlier run stands there, whatever happens now
         forget(args.out)

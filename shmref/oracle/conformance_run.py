@@ -98,6 +98,15 @@ def owner(name: str) -> TestGroup | None:
     return named[0] if named else group_of(name, TEST_GROUPS)
 
 
+def property_level(name: str) -> str:
+    """The level property `name` belongs to (a known property: property_problem)."""
+    if name == RECORDING_UNIT[1] or name.startswith("hazard "):
+        return RECORDING_UNIT[0]
+    group = owner(name)
+    assert group is not None, name
+    return group.level
+
+
 def property_problem(name: str) -> str:
     """Why `name` is no property a run can be limited to ("" if it is one)."""
     known = name == RECORDING_UNIT[1] or name in {f"hazard {h.model}" for h in HAZARDS}

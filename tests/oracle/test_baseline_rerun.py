@@ -146,15 +146,20 @@ def test_a_level_the_accident_alone_failed_passes_once_it_is_gone():
 
 def test_only_runs_just_the_named_properties(tmp_path: Path):
     """`--only` on refimpl: the named properties are judged and no other
-    (a suite test, and a test class: each of its tests)."""
+    (a suite test, and a test class: each of its tests); without --level the
+    levels judged are theirs, so that a run of passing properties exits 0."""
     import subprocess
 
     wanted = ["test_ring.py::test_scenario_1_linear_allocation", "test_ring.py::TestBadInput"]
     command = [sys.executable, "-m", "shmref.conformance", "--impl", "refimpl", "--quick"]
     command += ["--no-baseline", "--no-progress", "--out", str(tmp_path)]
     command += [a for name in wanted for a in ("--only", name)]
-    subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((tmp_path / "conformance.json").read_text())
+    levels = {level: data["status"] for level, data in report["levels"].items()}
+    named_levels = {SEED: "pass", HARDENED: "pass"}  # TestBadInput is hardened's
+    assert levels == {**{level: "not run" for level in LEVELS}, **named_levels}, levels
     judged = {name: c["status"] for name, c in checks_of(report).items()}
     assert judged.pop(wanted[0]) == "pass"
     assert judged and all(name.startswith(wanted[1] + "::") for name in judged), judged
