@@ -72,7 +72,7 @@ ci-time:
 	$(PYTHON) -m bench.citime --build $(CI_TIME_DIR) $(if $(NOTE),--note "$(NOTE)")
 
 proofs: setup
-	$(PYTHON) -m proofs
+	$(PYTHON) -m proofs --write-record
 
 fuzz: setup
 	SHMREF_PROFILE=shmref-long $(PYTHON) -m pytest -q shmref/suite/test_stateful.py shmref/suite/test_replay.py

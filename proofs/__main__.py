@@ -15,6 +15,9 @@ file is absent: the differential is then skipped, and says so);
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import re
 import subprocess
@@ -24,6 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -277,10 +281,93 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--broken", action="store_true", help="check that the broken variants are refuted instead"
     )
+    parser.add_argument(
+        "--write-record",
+        action="store_true",
+        help="when the run passes at the default budgets, write proofs/record.json (make proofs)",
+    )
+    parser.add_argument(
+        "--check-record",
+        action="store_true",
+        help="run nothing: exit 0 if proofs/record.json is of these files, else 1 (CI)",
+    )
     args = parser.parse_args(argv)
+    if args.check_record:
+        return check_record()
+    defaults = (parser.get_default("per_condition_timeout"), parser.get_default("diff_timeout"))
+    full = (args.per_condition_timeout, args.diff_timeout) >= defaults
+    full = full and args.examples >= parser.get_default("examples")
+    if args.write_record and (args.quick or args.only or args.broken or not full):
+        parser.error("--write-record records the whole run at the default budgets or more")
     if args.quick:
         args.per_condition_timeout, args.diff_timeout, args.examples = 5.0, 10.0, 300
 
+    if args.write_record:
+        if not _seed_available():
+            parser.error("--write-record needs the seed text: the differential is recorded too")
+        shown = _Tee(sys.stdout)
+        with contextlib.redirect_stdout(shown):
+            code = _run(args)
+        if code == 0:
+            from proofs import record
+            from proofs.seedring import _seed_text_path
+
+            budgets = {
+                "per_condition_timeout": args.per_condition_timeout,
+                "diff_timeout": args.diff_timeout,
+                "examples": args.examples,
+            }
+            lines = [line.strip() for line in shown.text().splitlines()]
+            summary = [line for line in lines if line.startswith(_SUMMARY_STARTS)]
+            print(f"recorded: {record.write(summary, budgets, _seed_text_path())}")
+        return code
+    return _run(args)
+
+
+# the lines of a run's output that the record keeps
+_SUMMARY_STARTS = (
+    "contracts:",
+    "proofs.seeddiff.",
+    "-> No differences",
+    "Hypothesis:",
+    "no divergence",
+)
+
+
+class _Tee(io.StringIO):
+    """Standard output, kept as well (the record's summary lines)."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__()
+        self.out = out
+
+    def write(self, text: str) -> int:
+        self.out.write(text)
+        return super().write(text)
+
+    def text(self) -> str:
+        return self.getvalue()
+
+
+def check_record() -> int:
+    """`--check-record`: the full-budget record stands for these files."""
+    from proofs import record
+    from proofs.seedring import _seed_text_path
+
+    seed = _seed_text_path()
+    problem = record.problem(seed if seed.is_file() else None)
+    if problem:
+        print(f"proofs: {problem}", file=sys.stderr)
+        return 1
+    data = json.loads(record.RECORD.read_text(encoding="utf-8"))
+    said = "" if seed.is_file() else " (no seed file here: its digest not compared)"
+    print(f"proofs/record.json ({data['made']}) stands for these files{said}:")
+    for line in data["summary"]:
+        print(f"    {line}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     if args.broken:
         ok = run_broken(args.per_condition_timeout, args.jobs, with_diff=args.only != "contracts")

@@ -10,6 +10,7 @@ tests skip without the seed text.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from proofs import broken, lockstep, refring, seeddiff, seedring, steps
+from proofs import broken, lockstep, record, refring, seeddiff, seedring, steps
 from refimpl import allocator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +86,8 @@ FAST_STEPS = ("allocate_any", "allocate_bounds", "allocate_ids", "reclaim_any", 
 
 
 def test_unbounded_step_contracts_hold() -> None:
-    """The steps CrossHair proves quickly; the list steps are in `test_make_proofs`."""
+    """The steps CrossHair proves quickly; the list steps are `make proofs`'
+    (proofs/record.json) and, at small budgets, `python -m proofs --quick`'s."""
     done = crosshair(
         "check",
         "--analysis_kind=PEP316",
@@ -193,9 +195,9 @@ def test_diff_wrappers_agree_concretely() -> None:
     assert seeddiff.seed_allocate_diff(*state, 1) == seeddiff.ref_allocate_diff(*state, 1)
 
 
-# That diffbehavior finds no difference on proofs.__main__.DIFF_PAIRS is
-# test_make_proofs's: `python -m proofs` runs each pair with the same 30 s
-# budget and fails unless every pair exits 0.
+# That diffbehavior finds no difference on proofs.__main__.DIFF_PAIRS:
+# `python -m proofs` runs each pair with the same 30 s budget (`make proofs`, kept in
+# proofs/record.json; CI runs --quick, 10 s) and fails unless every pair exits 0.
 
 
 @needs_seed
@@ -218,15 +220,67 @@ def test_diffbehavior_finds_the_straddle() -> None:
 
 
 @pytest.mark.slow
-def test_make_proofs() -> None:
-    """`python -m proofs` passes: every contract and every seed/refimpl pair of
-    `crosshair diffbehavior` (proofs.__main__.DIFF_PAIRS, 30 s each)."""
+def test_python_m_proofs_passes_at_its_quick_budgets() -> None:
+    """`python -m proofs --quick` passes: every contract and every seed/refimpl
+    pair of `crosshair diffbehavior` (proofs.__main__.DIFF_PAIRS), the command
+    end to end on every commit. Its full budgets are `make proofs`', whose
+    passing run is kept in proofs/record.json (the next test)."""
     from proofs.__main__ import DIFF_PAIRS
 
     assert ("proofs.seeddiff.seed_free_diff", "proofs.seeddiff.ref_free_diff") in DIFF_PAIRS
     done = subprocess.run(
-        [sys.executable, "-m", "proofs"], cwd=REPO, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "proofs", "--quick"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     if seedring._seed_text_path().is_file():  # the differential ran, not skipped
         assert "SKIPPED: seed text not found" not in done.stdout, done.stdout[-3000:]
+
+
+def test_the_full_budget_record_is_of_these_files() -> None:
+    """proofs/record.json, written by `make proofs` when `python -m proofs`
+    passed at its full budgets (20 s per condition, 30 s per pair, 2000
+    sequences, the seed's differential run), is of the files the proofs
+    read now: a change to any of them makes it stale until `make proofs`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "proofs", "--check-record"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    from proofs.__main__ import DIFF_PAIRS
+
+    data = json.loads(record.RECORD.read_text())
+    full = {"per_condition_timeout": 20.0, "diff_timeout": 30.0, "examples": 2000}
+    assert data["budgets"] == full
+    summary = data["summary"]
+    assert any(line.startswith("contracts:") and " 0 counterexamples" in line for line in summary)
+    assert sum("No differences found" in line for line in summary) == len(DIFF_PAIRS)
+
+
+def test_a_changed_input_or_seed_makes_the_record_stale(tmp_path: Path) -> None:
+    """The broken inputs of the record's check: an allocator edited in a copy,
+    a new module in proofs/, another seed text."""
+    copy = tmp_path / "repo"
+    for path in record.inputs():
+        target = copy / path.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    seed = seedring._seed_text_path()
+    seed_here = seed if seed.is_file() else None
+    assert record.problem(seed_here, root=copy) == ""
+    allocator_copy = copy / "refimpl" / "allocator.py"
+    allocator_copy.write_text(allocator_copy.read_text() + "\n# edited\n")
+    assert "refimpl/allocator.py changed" in record.problem(seed_here, root=copy)
+    allocator_copy.write_bytes((REPO / "refimpl" / "allocator.py").read_bytes())
+    (copy / "proofs" / "extra.py").write_text("X = 1\n")
+    assert "proofs/extra.py changed" in record.problem(seed_here, root=copy)
+    (copy / "proofs" / "extra.py").unlink()
+    other_seed = tmp_path / "seed.txt"
+    other_seed.write_text("another seed text\n")
+    assert "another seed text" in record.problem(other_seed, root=copy)
