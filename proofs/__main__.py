@@ -294,9 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check_record:
         return check_record()
-    defaults = (parser.get_default("per_condition_timeout"), parser.get_default("diff_timeout"))
-    full = (args.per_condition_timeout, args.diff_timeout) >= defaults
-    full = full and args.examples >= parser.get_default("examples")
+    full = all(
+        getattr(args, budget) >= parser.get_default(budget)
+        for budget in ("per_condition_timeout", "diff_timeout", "examples")
+    )
     if args.write_record and (args.quick or args.only or args.broken or not full):
         parser.error("--write-record records the whole run at the default budgets or more")
     if args.quick:
