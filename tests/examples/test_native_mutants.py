@@ -71,6 +71,12 @@ KILLED_BY: dict[str, set[str]] = {
     "racy_count": {"test_storage_readers.py::test_concurrent_reader_threads_count_exactly"},
 }
 
+# A race shows in some runs, not in all: the mutant is caught when one of
+# this many runs of its property fails it (racy_count's lost increments
+# were missed once in CI, its property run alone on a lightly loaded machine;
+# test_racy_count_loses_concurrent_increments tries three times as well).
+RACES = {"racy_count": 3}
+
 # mutant -> property -> the status it must have: a store that dies is a CRASH
 CRASHED_BY: dict[str, dict[str, str]] = {
     "unchecked_address": {"test_ring.py::test_address_of_a_far_lap_reads_the_same_chunk": "CRASH"},
@@ -145,9 +151,12 @@ def test_each_mutant_is_caught_by_the_oracle(
     """The run is limited to the properties KILLED_BY names for the mutant
     (`--only`): which others would fail too was never asked, and the whole
     claimed levels are the store's own run (test_the_store_passes_every_level_it_claims)."""
-    found = failing(f"native_mutants.{mutant}", tmp_path, only=KILLED_BY[mutant])
-    kills = {name for name, (level, _) in found.items() if level != UNCLAIMED}
-    kills -= set(store_failures)
+    for attempt in range(RACES.get(mutant, 1)):
+        found = failing(f"native_mutants.{mutant}", tmp_path / str(attempt), only=KILLED_BY[mutant])
+        kills = {name for name, (level, _) in found.items() if level != UNCLAIMED}
+        kills -= set(store_failures)
+        if kills:
+            break
     assert kills, f"{mutant} survived the oracle (failures: {found})"
     assert kills & KILLED_BY[mutant], f"{mutant} killed by other properties: {kills}"
     for name, status in CRASHED_BY.get(mutant, {}).items():
