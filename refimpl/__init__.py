@@ -8,10 +8,11 @@ exact (refimpl.validate) and it handles a killed reader or writer and a full
 
 from refimpl.readerlock import ReaderLockTimeout
 from refimpl.ring import SingleWriterShmRingBuffer
-from refimpl.serde import MsgpackSerde, ObjectSerde
+from refimpl.serde import MsgpackOnlySerde, MsgpackSerde, ObjectSerde
 from refimpl.storage import ShmObjectStorageHandle, SingleWriterShmObjectStorage
 
 __all__ = [
+    "MsgpackOnlySerde",
     "MsgpackSerde",
     "ObjectSerde",
     "ReaderLockTimeout",

@@ -59,6 +59,9 @@ class SingleWriterShmRingBuffer:
     is_writer: bool = False
     _closed: bool = False
     _writer_lock_fd: int = -1  # the writer's flock on its segment (refimpl.segment)
+    # F4: the id at whose next issue the signing secret is rotated (None: no
+    # fence). clear() sets it to the oldest id it forgets; see `clear`.
+    _rotate_at: int | None = None
 
     def __init__(
         self,
@@ -148,6 +151,11 @@ class SingleWriterShmRingBuffer:
                 "free chunks before allocating more"
             )
         monotonic_id = self.monotonic_id_end
+        if monotonic_id == self._rotate_at:
+            # F4: the ids of the chunks a clear() forgot come back from here on,
+            # so handles signed before it must stop verifying (see `clear`).
+            buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(self.AUTH_SECRET_BYTES)
+            self._rotate_at = None
         HEADER.pack_into(buf, self._offset(address), monotonic_id, total)
         self.metadata[monotonic_id] = address
         self.data_buffer_end = address + total
@@ -211,15 +219,21 @@ class SingleWriterShmRingBuffer:
         return allocator.freed_ids(id_before, self.monotonic_id_start, self.ID_MAX)
 
     def clear(self) -> None:
-        """Forget every chunk and write a new handle-signing secret (F4).
+        """Forget every chunk; ids keep increasing, and the secret stays (F4).
 
-        Ids keep increasing, but they wrap at ID_MAX, and a handle issued
-        before the clear may still be delivered: with the old secret it
-        would verify against a new chunk that got its id and address
-        (spec/MCIdWrapFixed). After the rotation it is rejected.
+        A handle issued before the clear may still be delivered (a request
+        draining): it reads its own object until a new chunk reuses the
+        address, then fails the id check, as in vLLM's releases. Ids wrap at
+        ID_MAX, though: once the counter comes back to a forgotten chunk's
+        id, a new chunk could take that id at that address, and the old
+        handle would verify against it (spec/MCIdWrapFixed). So the clear
+        leaves a fence at the oldest id it forgets, and `allocate_buf`
+        writes a new secret just before it issues that id again. An earlier
+        fence still pending is kept: the counter reaches it first.
         """
-        buf = self._writer_buf("clear")
-        buf[: self.AUTH_SECRET_BYTES] = secrets.token_bytes(self.AUTH_SECRET_BYTES)
+        self._writer_buf("clear")
+        if self.metadata and self._rotate_at is None:
+            self._rotate_at = self.monotonic_id_start
         self.metadata.clear()
         self.monotonic_id_start = self.monotonic_id_end
         self.data_buffer_start = 0

@@ -121,6 +121,9 @@ class Ring {
 
   clear() {
     this.writer('clear the ring');
+    // F4's fence: the oldest id forgotten here; allocate rotates the secret before
+    // issuing it again, so no handle signed before the clear can name its new chunk.
+    if (this.metadata.size > 0 && this.rotateAt === undefined) this.rotateAt = this.idStart;
     this.metadata.clear();
     this.idStart = this.idEnd; // ids keep increasing across a clear
     this.bufStart = 0; this.bufEnd = 0;
@@ -136,6 +139,7 @@ class Ring {
       throw new PyError('MemoryError', 'Not enough space in the data buffer');
     }
     this.bufEnd = end;
+    if (this.idEnd === this.rotateAt) { this.write(0, crypto.randomBytes(SECRET)); this.rotateAt = undefined; }
     const hdr = Buffer.alloc(MD_SIZE);
     hdr.writeInt32LE(this.idEnd, 0); hdr.writeInt32LE(size, 4);
     this.write(SECRET + (end % this.size), hdr);

@@ -193,10 +193,9 @@ class Storage {
 
   clear() {
     if (!this.isWriter) return; // a reader's clear does nothing, as the seed's
+    // The secret stays: a handle from before the clear reads its own object until
+    // its address is reused; the ring rotates it when the ids come back (F4's fence).
     this.ring.clear();
-    // A new signing secret: every handle issued before the clear is refused, even
-    // where its chunk was not reused (refimpl's fix of FINDINGS #10, F4).
-    this.ring.write(0, crypto.randomBytes(SECRET));
     this.keyIndex.clear(); this.idIndex.clear(); this.writerFlag.clear(); this.touched.clear();
   }
 

@@ -10,9 +10,11 @@
                                                    FILE's summary (writes nothing)
 
 The findings are data (docs/findings.toml): one entry per finding with its
-severity, reach in vLLM, vLLM code path, upstream status, regression tests
-and replay command, and the vLLM commits those columns describe ([versions],
-shmref.docgen.versions). From it and from the tests themselves (a refimpl test
+severity, reach in vLLM, vLLM code path, upstream status, the vLLM releases
+that have it, the upstream incidents that match it, regression tests and
+replay command; and the vLLM commits and releases those columns describe
+([versions] and [[release_group]], shmref.docgen.versions). From it and from
+the tests themselves (a refimpl test
 marked `xfail(strict=True)` means refimpl does not close the finding yet)
 this module writes the summary and replay tables between the markers
 `<!-- BEGIN GENERATED: name -->` / `<!-- END GENERATED: name -->`. The
@@ -46,7 +48,17 @@ from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of
     oracle_section,
     summarize_conformance,
 )
-from shmref.docgen.versions import Versions, header, load_versions, notes
+from shmref.docgen.versions import (
+    Versions,
+    check_incidents,
+    check_releases,
+    header,
+    incidents_section,
+    load_versions,
+    notes,
+    parse_releases,
+    release_headers,
+)
 
 REPO = checkout() or Path.cwd()  # FINDINGS.md and docs/ live in a shmref checkout
 DATA = REPO / "docs" / "findings.toml"
@@ -77,11 +89,12 @@ REQUIRED = (
     "reach",
     "vllm_path",
     "upstream",
+    "releases",
     "seed_tests",
     "refimpl_tests",
     "replay",
 )
-OPTIONAL = ("upstream_note", "refimpl_note", "refimpl_kept")
+OPTIONAL = ("upstream_note", "releases_note", "refimpl_note", "refimpl_kept", "incidents")
 
 
 @dataclass(frozen=True)
@@ -94,12 +107,15 @@ class Finding:
     reach: str
     vllm_path: str
     upstream: str
+    releases: str  # the vLLM releases that have it: "0.11.0-0.34.0", "0.32.0-0.34.0", "none"
     seed_tests: tuple[str, ...]
     refimpl_tests: tuple[str, ...]
     replay: str
     upstream_note: str = ""
+    releases_note: str = ""  # where a release group has it differently, or not
     refimpl_note: str = ""
     refimpl_kept: str = ""  # why refimpl keeps the seed's behaviour on purpose
+    incidents: tuple[str, ...] = ()  # upstream issues/PRs that match it: "#N: what it was"
 
 
 # -- the data file ---------------------------------------------------------------------------
@@ -125,9 +141,20 @@ def _entry(raw: Any, index: int) -> Finding:
             raise FindingsError(
                 f"{where}: {key} has ids that are not tests/FILE.py::test_NAME: {bad}"
             )
-    for key in ("id", "title", "vllm_path", "replay", *OPTIONAL):
+    for key in ("id", "title", "vllm_path", "replay", "releases", *OPTIONAL):
+        if key == "incidents":
+            continue
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             raise FindingsError(f"{where}: {key} must be a non-empty string")
+    try:
+        parse_releases(raw["releases"])
+    except ValueError as exc:
+        raise FindingsError(f"{where}: releases: {exc}") from exc
+    incidents = raw.get("incidents", [])
+    try:
+        check_incidents(incidents, "incidents" in raw)
+    except ValueError as exc:
+        raise FindingsError(f"{where}: {exc}") from exc
     if not raw["replay"].startswith("python -m "):
         raise FindingsError(
             f"{where}: replay must be a 'python -m ...' command, got {raw['replay']!r}"
@@ -139,6 +166,7 @@ def _entry(raw: Any, index: int) -> Finding:
             **raw,
             "seed_tests": tuple(raw["seed_tests"]),
             "refimpl_tests": tuple(raw["refimpl_tests"]),
+            "incidents": tuple(incidents),
         }
     )
 
@@ -151,6 +179,10 @@ def load_findings(path: Path = DATA) -> list[Finding]:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise FindingsError(f"{path}: duplicate ids {duplicates}")
+    try:
+        check_releases(findings, path)
+    except ValueError as exc:
+        raise FindingsError(str(exc)) from exc
     return findings
 
 
@@ -226,6 +258,7 @@ def summary_table(
     rows = []
     for f in ranked(findings):
         upstream = f"{f.upstream}: {f.upstream_note}" if f.upstream_note else f.upstream
+        releases = f"{f.releases} ({f.releases_note})" if f.releases_note else f.releases
         rows.append(
             [
                 f.id,
@@ -234,6 +267,7 @@ def summary_table(
                 f.reach,
                 f"`{f.vllm_path}`" if f.vllm_path != "none known" else f.vllm_path,
                 upstream,
+                releases,
                 refimpl_closes(f, xfail),
             ]
         )
@@ -243,10 +277,11 @@ def summary_table(
         "severity",
         "reach in vLLM",
         header("vLLM code path", versions.code_path, "`cache/shm.py`"),
-        header("vLLM upstream", versions.upstream),
+        *release_headers(versions),
         "refimpl closes it",
     ]
-    return notes(versions) + "\n\n" + str(tabulate(rows, headers, tablefmt="github"))
+    table = str(tabulate(rows, headers, tablefmt="github"))
+    return notes(versions) + "\n\n" + table + incidents_section(ranked(findings))
 
 
 def replay_table(findings: Sequence[Finding], xfail: Mapping[str, bool]) -> str:

@@ -46,7 +46,7 @@ class Fixture:
         resources.callback(self.reader.close)
         self.reader_ring = self.reader.ring_buffer
         self.secret = bytes(self.ring.get_auth_secret())
-        old = [self._put(f"old-{n}") for n in range(CAPACITY // (OBJECT_BYTES + 16))]
+        old = [self._put(f"old-{n}") for n in range(CAPACITY // self._chunk_bytes())]
         for handle in old:  # read by the one reader: reclaimable
             self.reader.get(handle.address, handle.monotonic_id, handle.signature, handle.key)
         self.good = [self._put(f"live-{n}") for n in range(len(old) - 1)]
@@ -55,6 +55,14 @@ class Fixture:
         if not self.stale:
             raise RuntimeError("fuzz setup: no chunk was reused")
         self.keys = [h.key for h in self.good]
+
+    def _chunk_bytes(self) -> int:
+        """One fuzz object's chunk: header, count and the storage's serde's
+        framing of `OBJECT_BYTES` (measured: serdes frame differently)."""
+        _data, data_bytes, _md, md_bytes = (
+            self.writer.handle().serde_class().serialize(value_of("old-0"))
+        )
+        return 8 + 4 + int(data_bytes) + int(md_bytes)
 
     def _put(self, key: str) -> Handle:
         address, monotonic_id = self.writer.put(key, value_of(key))

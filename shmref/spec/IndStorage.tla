@@ -128,6 +128,7 @@ BoundedInit(INV) ==
     /\ inbox \in [Readers -> PartialFns(DOMAIN issued, 1..MaxIssues)]
     /\ revoked \in [Readers -> IF ROTATE THEN PartialFns(DOMAIN issued, 1..MaxIssues)
                                           ELSE {EmptyFn}]
+    /\ rotate_at \in IF ROTATE THEN {NoId} \cup 0..(ID_MAX - 1) ELSE {NoId}
     /\ rd \in [Readers -> RdU(DOMAIN issued)]
     /\ last_action = [name |-> "init", outcome |-> "ok"]
     /\ INV

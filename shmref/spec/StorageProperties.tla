@@ -52,6 +52,8 @@ TypeOk ==
                           /\ rd[r].st \in {"idle", "open", "copied", "failed",
                                          "checked", "checked_failed"}
     /\ nissued \in 0..MaxIssues
+    /\ rotate_at \in {NoId} \cup 0..(ID_MAX - 1)
+    /\ ROTATE \/ rotate_at = NoId
 
 CellsOf(c) == (c.addr % N)..((c.addr % N) + c.size - 1)
 

@@ -45,7 +45,7 @@ GetBegin(r, h) ==
        \/ /\ ~A1 /\ h \in DOMAIN issued
           /\ UNCHANGED <<inbox, revoked>>
           /\ Begin(r, h, FALSE)
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, chunks, nissued>>
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, rotate_at, chunks, nissued>>
 
 \* A delivery from the inbox (A1: the only way an issued handle is read).
 ReadInbox(r) ==
@@ -68,7 +68,7 @@ get_copy(r) ==
               /\ rd' = [rd EXCEPT ![r].st = "failed"]
               /\ last_action' = [name |-> "get_copy", reader |-> r,
                                  outcome |-> "DeserializeError"]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rotate_at, chunks,
                    nissued>>
 
 \* F2's re-check (refimpl's _recheck): the header at the cell the reader
@@ -108,7 +108,7 @@ get_end(r) ==
                               outcome |-> o,
                               value |-> IF o = "ok" THEN rd[r].val ELSE <<>>]
     /\ rd' = [rd EXCEPT ![r] = IdleRead]
-    /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox, revoked,
+    /\ UNCHANGED <<ring_vars, writer_vars, hdr_id, hdr_size, issued, inbox, revoked, rotate_at,
                    nissued>>
 
 \* get_check(reader) (Split only): F2's re-check of the header id under the
@@ -126,7 +126,7 @@ get_check(r) ==
             /\ last_action' = [name |-> "get_end", reader |-> r,
                                handle |-> rd[r].h, outcome |-> "stale",
                                value |-> <<>>]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rotate_at, chunks,
                    nissued>>
 
 \* drop_delivery(reader): environment (LOSSY): a delivery is never read
@@ -137,7 +137,7 @@ drop_delivery(r) ==
           /\ inbox' = [inbox EXCEPT ![r] = BagTake(@, h)]
           /\ last_action' = [name |-> "drop_delivery", reader |-> r,
                              handle |-> h, outcome |-> "ok"]
-    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, revoked, rd, chunks,
+    /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, revoked, rotate_at, rd, chunks,
                    nissued>>
 
 =============================================================================

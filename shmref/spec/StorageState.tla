@@ -48,8 +48,10 @@ VARIABLES
     \* handles
     issued,         \* handle -> size of the put that issued it
     inbox,          \* reader -> bag of handles delivered, not yet read
-    revoked,        \* reader -> bag of deliveries whose signature a clear()
-                    \*   made invalid (ROTATE): reading one is rejected
+    revoked,        \* reader -> bag of deliveries whose signature a
+                    \*   rotation made invalid (ROTATE): reading one is rejected
+    rotate_at,      \* F4's fence: the id whose next issue rotates the secret
+                    \*   (the oldest id a clear() forgot), or NoId
     rd,             \* reader -> state of its current read
     \* ghosts and bounds
     chunks,         \* chunks allocated and not reclaimed:
@@ -62,8 +64,8 @@ ring_vars == <<data_buffer_start, data_buffer_end, monotonic_id_start,
                monotonic_id_end, metadata>>
 writer_vars == <<key_index, id_index, writer_flag, touched>>
 mem_vars == <<hdr_id, hdr_size, count, payload>>
-vars == <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rd, chunks,
-          nissued, last_action>>
+vars == <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rotate_at, rd,
+          chunks, nissued, last_action>>
 
 Ring == INSTANCE RingBuffer WITH Sizes <- 1..N, FreeSizes <- {N},
                                  marked <- {}
@@ -161,6 +163,7 @@ Init ==
     /\ issued = EmptyFn
     /\ inbox = [r \in Readers |-> EmptyFn]
     /\ revoked = [r \in Readers |-> EmptyFn]
+    /\ rotate_at = NoId
     /\ rd = [r \in Readers |-> IdleRead]
     /\ chunks = {}
     /\ nissued = 0

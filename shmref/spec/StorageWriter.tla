@@ -16,7 +16,7 @@ put(k, size) ==
     /\ IF k \in DOMAIN key_index \/ size > MAX_OBJ
        THEN /\ last_action' = [name |-> "put", key |-> k, size |-> size,
                                outcome |-> "ValueError", handle |-> NoHandle]
-            /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked,
+            /\ UNCHANGED <<ring_vars, writer_vars, mem_vars, issued, inbox, revoked, rotate_at,
                            chunks, nissued>>
        ELSE LET a1 == AllocOn(Cur, size)
                 F  == FreeUnusedOn(Cur)
@@ -29,11 +29,11 @@ put(k, size) ==
                                         size |-> size,
                                         outcome |-> "MemoryError",
                                         handle |-> NoHandle]
-                     /\ UNCHANGED <<issued, inbox, revoked, nissued>>
+                     /\ UNCHANGED <<issued, inbox, revoked, rotate_at, nissued>>
                 ELSE LET h == <<k, a, S.ide>>
                      IN  /\ \E m \in Mimics(a, size) :
                                 Commit(WriteOn(S, k, size, a, m))
-                         /\ Issue(h, size)
+                         /\ IssueNew(h, size)
                          /\ last_action' = [name |-> "put", key |-> k,
                                             size |-> size, outcome |-> "ok",
                                             handle |-> h]
@@ -52,7 +52,7 @@ get_cached(k) ==
            /\ Issue(h, issued[h])
            /\ last_action' = [name |-> "get_cached", key |-> k,
                               outcome |-> "ok", handle |-> h]
-    /\ UNCHANGED <<ring_vars, key_index, id_index, mem_vars, rd, chunks>>
+    /\ UNCHANGED <<ring_vars, key_index, id_index, mem_vars, rd, chunks, rotate_at>>
 
 \* touch(key) on the writer: protect the key's chunk until get_cached or
 \* release_touches.  (Touching an uncached key is a no-op; not modelled.)
@@ -61,7 +61,7 @@ touch(k) ==
     /\ key_index[k][2] \notin touched
     /\ touched' = touched \cup {key_index[k][2]}
     /\ last_action' = [name |-> "touch", key |-> k, outcome |-> "ok"]
-    /\ UNCHANGED <<ring_vars, key_index, id_index, writer_flag, mem_vars,
+    /\ UNCHANGED <<ring_vars, rotate_at, key_index, id_index, writer_flag, mem_vars,
                    issued, inbox, revoked, rd, chunks, nissued>>
 
 \* release_touches() (only taken when something is touched).
@@ -69,7 +69,7 @@ release_touches ==
     /\ touched # {}
     /\ touched' = {}
     /\ last_action' = [name |-> "release_touches", outcome |-> "ok"]
-    /\ UNCHANGED <<ring_vars, key_index, id_index, writer_flag, mem_vars,
+    /\ UNCHANGED <<ring_vars, rotate_at, key_index, id_index, writer_flag, mem_vars,
                    issued, inbox, revoked, rd, chunks, nissued>>
 
 \* free_unused() (only taken when it reclaims something; otherwise it
@@ -81,6 +81,6 @@ free_unused ==
         /\ last_action' = [name |-> "free_unused",
                            outcome |-> IF F.keyerror THEN "KeyError" ELSE "ok",
                            freed |-> F.freed]
-        /\ UNCHANGED <<issued, inbox, revoked, rd, nissued>>
+        /\ UNCHANGED <<issued, inbox, revoked, rotate_at, rd, nissued>>
 
 =============================================================================

@@ -33,7 +33,7 @@ class Policy:
 
     id_limit: bool  # F1: MemoryError at ID_MAX - 1 live chunks (else ids collide)
     recheck: bool  # F2: get_end re-checks the header (stale: no count); else counts at the cell
-    rotate: bool  # F4: clear() writes a new secret (earlier handles are rejected)
+    rotate: bool  # F4: the secret changes when ids come back to a chunk a clear() forgot
     reclaim: bool  # F11: free target 2*(max_object_size + 8) - 1 bytes (else 2*max_object_size)
 
     @property
@@ -91,6 +91,7 @@ class StoreModel:
     issued: set[Handle] = field(default_factory=set)
     inbox: list[Counter[Handle]] = field(default_factory=list)  # per reader: deliveries
     reads: list[ModelRead | None] = field(default_factory=list)
+    rotate_at: int | None = None  # F4's fence: the oldest id the last clear() forgot
 
     def __post_init__(self) -> None:
         self.inbox = [Counter() for _ in range(self.n_readers)]
@@ -124,6 +125,9 @@ class StoreModel:
         monotonic_id = self.monotonic_id_end
         if monotonic_id in self.metadata:
             raise IdCollision(f"id {monotonic_id} given to a new chunk while live")
+        if monotonic_id == self.rotate_at:  # F4: a new secret before a forgotten id returns
+            self.issued.clear()
+            self.rotate_at = None
         cell = address % self.n
         self.header[cell] = (monotonic_id, size)
         for inner in range(cell + 1, cell + size):
@@ -214,6 +218,8 @@ class StoreModel:
         return Outcome("ok")
 
     def clear(self) -> Outcome:
+        if self.policy.rotate and self.metadata and self.rotate_at is None:
+            self.rotate_at = self.monotonic_id_start  # F4: the fence (refimpl.ring.clear)
         self.metadata.clear()
         self.monotonic_id_start = self.monotonic_id_end
         self.data_buffer_start = self.data_buffer_end = 0
@@ -221,8 +227,6 @@ class StoreModel:
         self.id_index.clear()
         self.writer_flag.clear()
         self.touched.clear()
-        if self.policy.rotate:
-            self.issued.clear()  # F4: a new signing secret; pending handles are rejected
         return Outcome("ok")
 
     def writer_get(self, handle: Handle) -> Outcome:

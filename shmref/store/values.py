@@ -3,6 +3,7 @@ value of a key that fills a chunk of so many units exactly."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -80,8 +81,27 @@ def default_serde_class(impl: ModuleType) -> type | None:
     return default if isinstance(default, type) else None
 
 
+def probed_serde_class(impl: ModuleType) -> type | None:
+    """The serde class of a small storage's handle: the default of a storage
+    whose signature hides it (a wrapper's `*args`, a native core's), or None
+    if such a storage cannot be made here."""
+    ring: Any = None
+    try:
+        ring = impl.SingleWriterShmRingBuffer(4096, create=True)
+        storage = impl.SingleWriterShmObjectStorage(1024, 0, ring)
+        serde_class = storage.handle().serde_class
+        return serde_class if isinstance(serde_class, type) else None
+    except Exception:  # noqa: BLE001 - a store that cannot say: the unit stays 16
+        return None
+    finally:
+        if ring is not None:
+            with contextlib.suppress(Exception):
+                ring.close()
+
+
 def store_unit(impl: ModuleType, serde_class: type | None = None) -> int:
     """The unit a store is driven in: its serde's (`serde_class`, else the
-    storage's default), 16 bytes when none can be seen."""
-    measured = serde_class or default_serde_class(impl)
+    storage's default, seen in its signature or on a small storage's handle),
+    16 bytes when none can be seen."""
+    measured = serde_class or default_serde_class(impl) or probed_serde_class(impl)
     return unit_for(measured) if measured is not None else UNIT

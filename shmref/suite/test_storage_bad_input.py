@@ -97,7 +97,7 @@ class TestBadPuts:
         """A value refimpl's serde refuses (naming its type) leaves nothing
         behind. The store is given refimpl's serde: what a serde refuses is
         the serde's business, what the store does then is the store's."""
-        writer = store_factory(serde=refimpl.MsgpackSerde)
+        writer = store_factory(serde=refimpl.MsgpackOnlySerde)
         with pytest.raises(TypeError, match="cannot store a (object|set|function)"):
             writer.put("k", value)
         assert not writer.is_cached("k") and writer.ring.monotonic_id_end == 0
@@ -105,7 +105,7 @@ class TestBadPuts:
     @pytest.mark.parametrize("value", [2**64, -(2**63) - 1, [2**70]])
     def test_ints_beyond_64_bits_are_value_errors(self, store_factory, value):
         """As above: refimpl's serde refuses, the store leaves nothing behind."""
-        writer = store_factory(serde=refimpl.MsgpackSerde)
+        writer = store_factory(serde=refimpl.MsgpackOnlySerde)
         with pytest.raises(ValueError, match=r"ints in \[-2\*\*63, 2\*\*64\)"):
             writer.put("k", value)
         assert not writer.is_cached("k") and writer.ring.monotonic_id_end == 0

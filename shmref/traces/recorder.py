@@ -149,9 +149,22 @@ class Recorder:
 
     # -- readers -----------------------------------------------------------------
 
-    def get_begin(self, reader: int, handle: tuple[Any, ...]) -> Outcome:
+    def get_begin(
+        self, reader: int, handle: tuple[Any, ...], signature: list[int] | None = None
+    ) -> Outcome:
+        """`signature`: the one the delivery carries (default: the handle's
+        latest issue's; an earlier issue of the same handle, before the
+        secret rotated, carries an older one)."""
         handle = tuple(handle)
-        outcome = self._call("get_begin", reader, handle)
+        signatures = self.driver.signatures
+        latest = signatures.get(handle)
+        if signature is not None:
+            signatures[handle] = signature
+        try:
+            outcome = self._call("get_begin", reader, handle)
+        finally:
+            if latest is not None:
+                signatures[handle] = latest
         if outcome.status == "ok":
             self.open[reader] = handle
         return self._add("get_begin", outcome, reader, handle)
@@ -201,15 +214,18 @@ def random_workload(
     if writer is None:
         raise ValueError("the workload needs a storage driver (storage=True)")
     readers = range(len(driver.readers))
-    inbox: dict[int, list[tuple[Any, ...]]] = {r: [] for r in readers}
+    # each delivery: (handle, the signature it was issued with); a handle issued
+    # again after the secret rotated (F4) is another delivery, signed otherwise
+    inbox: dict[int, list[tuple[tuple[Any, ...], list[int] | None]]] = {r: [] for r in readers}
     stage: dict[int, str] = {r: "idle" for r in readers}
     flight: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
     max_obj = rec.recording().constants["MAX_OBJ"]
 
     def deliver(outcome: Outcome, key: str) -> None:
         if outcome.status == "ok":
+            handle = (key, *outcome.result)
             for r in readers:
-                inbox[r].append((key, *outcome.result))
+                inbox[r].append((handle, driver.signatures.get(handle)))
 
     for _ in range(steps):
         roll = rng.random()
@@ -218,7 +234,7 @@ def random_workload(
             key = rng.choice(keys)
             size = rng.randint(1, max_obj + 1)
             next_id = getattr(driver.ring, "monotonic_id_end", None)
-            outstanding = {h[2] for r in readers for h in inbox[r]}
+            outstanding = {h[2] for r in readers for h, _ in inbox[r]}
             outstanding |= {h[2] for h in flight.values()}
             if not keep_a3 or next_id not in outstanding:
                 deliver(rec.put(key, size), key)
@@ -236,14 +252,14 @@ def random_workload(
         elif roll < 0.56:  # every idle reader reads all its mail: the ring can empty
             for r in readers:
                 while stage[r] == "idle" and inbox[r]:
-                    if rec.get_begin(r, inbox[r].pop(0)).status == "ok":
+                    if rec.get_begin(r, *inbox[r].pop(0)).status == "ok":
                         rec.get_copy(r)
                         rec.get_end(r)
         else:
             r = rng.choice(list(readers))
             if stage[r] == "idle" and inbox[r]:
-                handle = inbox[r].pop(rng.randrange(len(inbox[r])))
-                stage[r] = "open" if rec.get_begin(r, handle).status == "ok" else "idle"
+                handle, signature = inbox[r].pop(rng.randrange(len(inbox[r])))
+                stage[r] = "open" if rec.get_begin(r, handle, signature).status == "ok" else "idle"
                 if stage[r] == "open":
                     flight[r] = handle
             elif stage[r] == "open":

@@ -20,7 +20,7 @@ import pytest
 
 from shmref.docgen import findings
 from shmref.docgen.findings import FindingsError
-from shmref.docgen.versions import load_versions
+from shmref.docgen.versions import load_versions, parse_releases
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,6 +32,7 @@ severity = "crash or wedge"
 reach = "a configuration"
 vllm_path = "vllm/x.py: f"
 upstream = "still present"
+releases = "0.11.0-0.34.0"
 seed_tests = [
   "tests/findings/test_seed_findings_bad_input.py::test_f01_asserts_vanish_under_dash_O_seed",
 ]
@@ -151,6 +152,24 @@ BROKEN = {
         GOOD_ENTRY.replace('"vllm/x.py: f"', '"none known"'),
         "needs a vLLM code path",
     ),
+    "no releases": (GOOD_ENTRY.replace('releases = "0.11.0-0.34.0"\n', ""), "['releases']"),
+    "empty releases": (GOOD_ENTRY.replace('"0.11.0-0.34.0"', '" "'), "non-empty string"),
+    "releases not versions": (GOOD_ENTRY.replace('"0.11.0-0.34.0"', '"latest"'), "releases:"),
+    "releases backwards": (GOOD_ENTRY.replace('"0.11.0-0.34.0"', '"0.34.0-0.11.0"'), "backwards"),
+    "releases overlapping": (
+        GOOD_ENTRY.replace('"0.11.0-0.34.0"', '"0.11.0-0.20.0, 0.15.0-0.34.0"'),
+        "overlaps",
+    ),
+    "incident not a list": (GOOD_ENTRY + 'incidents = "#1: x"\n', "non-empty list"),
+    "incident without a number": (GOOD_ENTRY + 'incidents = ["a crash"]\n', "is not '#N"),
+    "incident with a link": (
+        GOOD_ENTRY + 'incidents = ["#1: see https://example.org/1"]\n',
+        "names a host or a link",
+    ),
+    "incident naming a host": (
+        GOOD_ENTRY + 'incidents = ["#1: reported on github.com"]\n',
+        "names a host or a link",
+    ),
     "no entries": ("# nothing\n", "no [[finding]] entries"),
     "not TOML": ("[[finding]\n", "not valid TOML"),
 }
@@ -169,6 +188,41 @@ def test_the_good_entry_is_accepted(tmp_path: Path) -> None:
     entry = findings.load_findings(write(tmp_path, "findings.toml", GOOD_ENTRY))[0]
     xfail = findings.xfail_map([entry])
     assert findings.refimpl_closes(entry, xfail) == "no"  # its refimpl test is xfail
+    assert entry.releases == "0.11.0-0.34.0" and entry.incidents == ()
+
+
+def test_a_finding_without_releases_is_refused(tmp_path: Path) -> None:
+    """Every finding says which vLLM releases have it ("none" if none does)."""
+    text = GOOD_ENTRY.replace('releases = "0.11.0-0.34.0"\n', "")
+    with pytest.raises(FindingsError, match=re.escape("missing ['releases']")):
+        findings.load_findings(write(tmp_path, "findings.toml", text))
+    none = findings.load_findings(
+        write(tmp_path, "none.toml", text.replace("replay =", 'releases = "none"\nreplay ='))
+    )
+    assert none[0].releases == "none"
+
+
+def test_every_finding_says_which_releases_have_it() -> None:
+    """The committed data: each finding's releases, in the table, the latest judged."""
+    data = findings.load_findings()
+    versions = load_versions(findings.DATA)
+    table = findings.summary_table(data, findings.xfail_map(data), versions)
+    latest = versions.groups[-1].last
+    for f in data:
+        assert f.releases.strip() and f.releases in table, f.id
+        # the latest release is either in a range or left out on purpose ("none",
+        # or ranges that end earlier): parse_releases accepts it either way
+        assert parse_releases(f.releases) is not None
+    assert f"of {versions.groups[0].first}-{latest})" in table
+
+
+def test_incidents_are_listed_under_the_table(tmp_path: Path) -> None:
+    text = GOOD_ENTRY + 'incidents = ["#123: a crash, in our words"]\n'
+    entry = findings.load_findings(write(tmp_path, "findings.toml", text))[0]
+    assert entry.incidents == ("#123: a crash, in our words",)
+    section = findings.incidents_section([entry])
+    assert "- **1**: #123: a crash, in our words" in section
+    assert findings.incidents_section([]) == ""
 
 
 def test_cli_reports_a_broken_data_file_in_one_line(tmp_path: Path) -> None:
@@ -195,12 +249,50 @@ upstream = "{"b" * 40}"
 upstream_note = "an unsigned copy"
 seed_note = "signed"
 """
+GOOD_GROUPS = f"""
+[[release_group]]
+releases = "0.11.0-0.31.0"
+sha256 = "{"c" * 64}"
+variant = "unsigned"
+change = "the unsigned module"
+
+[[release_group]]
+releases = "0.32.0-0.34.0"
+sha256 = "{"d" * 64}"
+variant = "signed"
+change = "signed handles"
+"""
 BROKEN_VERSIONS = {
     "no table": ("", "no [versions] table"),
     "short commit": (GOOD_VERSIONS.replace("a" * 40, "a" * 7), "40 hex digits"),
     "missing note": (GOOD_VERSIONS.replace('seed_note = "signed"\n', ""), "missing ['seed_note']"),
     "unknown key": (GOOD_VERSIONS + 'date = "today"\n', "unknown ['date']"),
     "empty note": (GOOD_VERSIONS.replace('"the callers"', '" "'), "non-empty string"),
+    "no release groups": (GOOD_VERSIONS, "no [[release_group]] entries"),
+    "group without sha256": (
+        GOOD_VERSIONS + GOOD_GROUPS.replace(f'sha256 = "{"c" * 64}"\n', "", 1),
+        "missing ['sha256']",
+    ),
+    "short sha256": (
+        GOOD_VERSIONS + GOOD_GROUPS.replace("c" * 64, "c" * 12),
+        "64 lowercase hex digits",
+    ),
+    "unknown variant": (
+        GOOD_VERSIONS + GOOD_GROUPS.replace('"signed"', '"sealed"'),
+        "variant 'sealed'",
+    ),
+    "group of two ranges": (
+        GOOD_VERSIONS + GOOD_GROUPS.replace('"0.11.0-0.31.0"', '"0.11.0, 0.12.0"'),
+        "one version or one range",
+    ),
+    "groups out of order": (
+        GOOD_VERSIONS + GOOD_GROUPS.replace('"0.32.0-0.34.0"', '"0.30.0-0.34.0"'),
+        "does not follow",
+    ),
+    "neighbours with one file": (
+        GOOD_VERSIONS + GOOD_GROUPS.replace("d" * 64, "c" * 64),
+        "make them one group",
+    ),
 }
 
 
@@ -211,14 +303,43 @@ def test_broken_versions_are_refused(tmp_path: Path, case: str) -> None:
         load_versions(write(tmp_path, "findings.toml", text + GOOD_ENTRY))
 
 
+def test_release_groups_and_findings_agree(tmp_path: Path) -> None:
+    """A finding's releases start and end on release groups; "still present" (in the
+    unsigned upstream) needs an unsigned release."""
+    good = write(tmp_path, "good.toml", GOOD_VERSIONS + GOOD_GROUPS + GOOD_ENTRY)
+    versions = load_versions(good)
+    assert [g.releases for g in versions.groups] == ["0.11.0-0.31.0", "0.32.0-0.34.0"]
+    assert versions.variant_range("unsigned") == "0.11.0-0.31.0"
+    assert findings.load_findings(good)[0].releases == "0.11.0-0.34.0"
+    broken = {
+        '"0.12.0-0.34.0"': "do not start and end on release groups",
+        '"0.11.0-0.33.0"': "do not start and end on release groups",
+        '"0.32.0-0.34.0"': "list no release of the unsigned variant",
+    }
+    for releases, message in broken.items():
+        text = GOOD_VERSIONS + GOOD_GROUPS + GOOD_ENTRY.replace('"0.11.0-0.34.0"', releases)
+        with pytest.raises(FindingsError, match=re.escape(message)):
+            findings.load_findings(write(tmp_path, "broken.toml", text))
+    changed = GOOD_ENTRY.replace('"0.11.0-0.34.0"', '"0.32.0-0.34.0"').replace(
+        '"still present"', '"changed"'
+    )
+    path = write(tmp_path, "changed.toml", GOOD_VERSIONS + GOOD_GROUPS + changed)
+    assert findings.load_findings(path)[0].releases == "0.32.0-0.34.0"
+
+
 def test_each_vllm_column_names_its_commit() -> None:
-    """The committed data's commits head the columns and the lines above the table."""
+    """The committed data's commits head the columns and the lines above the table,
+    and the release groups (with their files' hashes) are listed there."""
     versions = load_versions(findings.DATA)
     table = findings.summary_table([], {}, versions)
-    assert f"vLLM upstream at `{versions.upstream[:7]}`" in table
+    unsigned = versions.variant_range("unsigned")
+    assert f"vLLM upstream, unsigned ({unsigned}; `{versions.upstream[:7]}`)" in table
     assert f"`cache/shm.py` at `{versions.code_path[:7]}`" in table
     assert all(f"`{c}`" in table for c in (versions.code_path, versions.upstream))
     assert "**The seed**: " + versions.seed_note in table
+    assert f"{unsigned} ship the unsigned variant" in table
+    for group in versions.groups:
+        assert f"| {group.releases} " in table and f"`{group.sha256[:12]}`" in table
 
 
 # -- the oracle's report ------------------------------------------------------------------------

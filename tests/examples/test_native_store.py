@@ -128,14 +128,20 @@ def test_a_flipped_signature_bit_is_refused(store: tuple[Any, Any]) -> None:
     assert reader.get(address, monotonic_id, signature, "k") == b"value"
 
 
-def test_clear_refuses_handles_signed_before(store: tuple[Any, Any]) -> None:
-    """FINDINGS F4: clear() writes a new secret."""
+def test_clear_keeps_the_secret_until_the_ids_come_back(store: tuple[Any, Any]) -> None:
+    """FINDINGS F4, as refimpl: after a clear an old handle reads its own object
+    until its address is reused (then it is stale); the secret changes only
+    when the ids come back to one the clear forgot."""
     writer, reader = store
     handle = (*writer.put("k", b"old"), writer.get_signature("k"), "k")
+    secret = writer.ring_buffer.get_auth_secret()
     writer.clear()
-    writer.put("k", b"new")  # same key, same address and id
-    with pytest.raises(ValueError, match="Invalid SHM handle signature"):
+    assert reader.get(*handle) == b"old"
+    writer.put("k", b"new")  # same address, a new id
+    with pytest.raises(ValueError, match="modified or is invalid"):
         reader.get(*handle)
+    assert writer.ring_buffer.get_auth_secret() == secret
+    assert writer.ring_buffer._rotate_at == handle[1]
 
 
 # -- its own layout -----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from hypothesis import find, given
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from refimpl.serde import MsgpackOnlySerde
 from shmref.docgen import findings
 from shmref.testing import leaks as shmleaks
 
@@ -55,7 +56,9 @@ def writer_and_reader(
     and any segment the code under test left behind is unlinked."""
     before = shmleaks.created()
     ring = mod.SingleWriterShmRingBuffer(size, create=True)
-    writer = mod.SingleWriterShmObjectStorage(max_object_size, n_readers, ring, reader_lock=None)
+    writer = mod.SingleWriterShmObjectStorage(
+        max_object_size, n_readers, ring, serde_class=MsgpackOnlySerde, reader_lock=None
+    )
     reader = None
     try:
         ring_size, name = ring.handle()
@@ -63,6 +66,7 @@ def writer_and_reader(
             max_object_size,
             n_readers,
             mod.SingleWriterShmRingBuffer(ring_size, name=name),
+            serde_class=MsgpackOnlySerde,
             reader_lock=Lock(),
         )
         yield writer, reader

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgpack
 
-from refimpl.serde import MsgpackSerde
+from refimpl.serde import MsgpackOnlySerde
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_SHM = Path("/dev/shm")
@@ -60,12 +60,14 @@ class Shm:
         serde: type | None = None,
         id_max: int | None = None,
     ) -> Any:
+        """A writer storage; its serde is `serde`, else the msgpack-only one,
+        whose one-byte metadata the findings' object sizes are written in
+        (the modules' default, the releases' format, frames some 25 bytes)."""
         ring = self.ring(mod, size)
         if id_max is not None:
             ring.ID_MAX = id_max
-        extra = {} if serde is None else {"serde_class": serde}
         return mod.SingleWriterShmObjectStorage(
-            max_object_size, n_readers, ring, reader_lock=lock, **extra
+            max_object_size, n_readers, ring, reader_lock=lock, serde_class=serde or MsgpackOnlySerde
         )
 
     def reader(self, mod: ModuleType, writer: Any, serde: type | None = None) -> Any:
@@ -149,7 +151,7 @@ class LyingSerde(PlainSerde):
         return payload, len(payload), header, len(header)
 
 
-class FailFirstRead(MsgpackSerde):
+class FailFirstRead(MsgpackOnlySerde):
     """The first deserialize in the process fails, as a reader's copy can
     (the writer's default serde, which both modules share, otherwise)."""
 
@@ -165,7 +167,7 @@ class FailFirstRead(MsgpackSerde):
 HOOKS: list[Callable[[], None]] = []
 
 
-class HookSerde(MsgpackSerde):
+class HookSerde(MsgpackOnlySerde):
     """Runs the pending hooks (the writer acting) before copying the object
     (the writer's default serde, which both modules share, otherwise)."""
 

@@ -25,6 +25,7 @@ from hypothesis import find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from refimpl.serde import MsgpackOnlySerde
 from shmref.testing import leaks as shmleaks
 
 ODD_NUMBERS = st.one_of(
@@ -52,13 +53,19 @@ def store(mod: ModuleType) -> Iterator[tuple[Any, Any]]:
     """A 256-byte writer holding "k" -> "v" at (0, 0), and one reader."""
     ring = mod.SingleWriterShmRingBuffer(256, create=True)
     lock = Lock()
-    writer = mod.SingleWriterShmObjectStorage(64, 1, ring, reader_lock=None)
+    writer = mod.SingleWriterShmObjectStorage(
+        64, 1, ring, serde_class=MsgpackOnlySerde, reader_lock=None
+    )
     reader = None
     try:
         assert writer.put("k", "v") == (0, 0)
         size, name = ring.handle()
         reader = mod.SingleWriterShmObjectStorage(
-            64, 1, mod.SingleWriterShmRingBuffer(size, name=name), reader_lock=lock
+            64,
+            1,
+            mod.SingleWriterShmRingBuffer(size, name=name),
+            serde_class=MsgpackOnlySerde,
+            reader_lock=lock,
         )
         yield writer, reader
     finally:

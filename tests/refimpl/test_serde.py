@@ -1,4 +1,4 @@
-"""The default serde's contract (`refimpl.serde.MsgpackSerde`), what put
+"""The msgpack-only serde's contract (`refimpl.serde.MsgpackOnlySerde`), what put
 checks in any serde's output, and how many times a value is copied from
 `put` to a reader's object."""
 
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 
 from bench.copies import peak_allocation
-from refimpl.serde import MsgpackSerde
+from refimpl.serde import MsgpackOnlySerde
 
-SERDE = MsgpackSerde()
+SERDE = MsgpackOnlySerde()
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -176,7 +176,9 @@ def test_copies_from_put_to_a_readers_object(
     copies from: no bytes object of the packed payload)."""
     size = len(value)
     lock = mp.get_context("spawn").Lock()
-    writer = impl.SingleWriterShmObjectStorage(size + 64, 1, ring_factory(size + 128))
+    writer = impl.SingleWriterShmObjectStorage(
+        size + 64, 1, ring_factory(size + 128), serde_class=MsgpackOnlySerde
+    )
     reader = impl.SingleWriterShmObjectStorage.create_from_handle(
         type(writer.handle())(**{**vars(writer.handle()), "reader_lock": lock})
     )

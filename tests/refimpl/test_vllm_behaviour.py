@@ -329,8 +329,8 @@ def test_resetting_ids_on_clear_lets_an_old_handle_read_a_new_object(
     reader = open_reader(storage)
     storage.clear()
     assert storage.put("new", "value of new") == (0, 1)
-    # stale in the seed; refimpl's clear revoked the handle already (F4)
-    with pytest.raises(ValueError, match=f"{STALE_ERROR}|{SIGNATURE_ERROR}"):
+    # stale: the address was reused under a new id
+    with pytest.raises(ValueError, match=STALE_ERROR):
         reader.get(address, monotonic_id, signature, "old")
     ring = storage.ring_buffer
     storage.clear()
@@ -338,7 +338,7 @@ def test_resetting_ids_on_clear_lets_an_old_handle_read_a_new_object(
     assert storage.put("new2", "value of new2") == (address, monotonic_id)
     try:
         assert reader.get(address, monotonic_id, signature, "old") == "value of new2"  # harm
-    except ValueError as exc:  # a clear that revokes handles (F4) prevents it even then
+    except ValueError as exc:  # refimpl's fence (F4) rotated the secret before id 0 came back
         assert SIGNATURE_ERROR in str(exc)
 
 
@@ -381,35 +381,32 @@ def test_writer_rejects_a_handle_no_longer_indexed(storage: Any) -> None:
         storage.verify_signature("key", address, monotonic_id, signature)
 
 
-def revokes_on_clear(reader: Any, handle: tuple[int, int, list[int], str]) -> bool:
-    """After a clear: False if the handle still reads its own value (the seed,
-    and vLLM's test), True if the clear revoked it (refimpl's F4)."""
-    try:
-        value = reader.get(*handle)
-    except ValueError as exc:
-        assert SIGNATURE_ERROR in str(exc), exc
-        return True
-    assert value == "value"
-    return False
-
-
-def test_clear_revokes_every_handle(storage: Any, open_reader: Any, is_refimpl: bool) -> None:
-    """refimpl differs from vLLM's test_handle_issued_before_clear_reads_own_data_until_reused
-    on purpose (F4: clear writes a new signing secret). The harm it prevents:
-    after a clear, a pending handle's address can fall inside a new object whose
-    payload holds bytes that look like the old header, and the pending read
-    returns them (FINDINGS #10 and H2; spec/MCPayloadHeaderSeed fails,
-    MCPayloadHeaderDrain passes); with ids wrapping, a pending handle names a new
-    object outright (MCIdWrap fails, MCIdWrapFixed passes)."""
+def test_clear_revokes_old_handles_only_when_their_ids_come_back(
+    storage: Any, open_reader: Any, is_refimpl: bool
+) -> None:
+    """F4: a clear keeps the secret (vLLM's test below), and leaves a fence at
+    the oldest id it forgot; the put that issues that id again writes a new
+    secret first, so a handle held back across the clear cannot name the new
+    object (FINDINGS H3; spec/MCIdWrapFixed). Ids wrap at ID_MAX (4 here)."""
     if not is_refimpl:
-        pytest.skip("pins refimpl's deliberate difference (F4)")
-    address, monotonic_id = storage.put("key", "value")
+        pytest.skip("pins refimpl's fence (F4); the seed has none")
+    storage.ring_buffer.ID_MAX = 4
+    address, monotonic_id = storage.put("key", "value")  # id 0
     signature = storage.get_signature("key")
     reader = open_reader(storage)
-    storage.clear()
-    assert revokes_on_clear(reader, (address, monotonic_id, signature, "key"))
-    with pytest.raises(ValueError, match=SIGNATURE_ERROR):
-        reader.touch("key", address, monotonic_id, signature)
+    storage.clear()  # fence at id 0
+    assert reader.get(address, monotonic_id, signature, "key") == "value"  # draining
+    for n in (1, 2, 3):
+        storage.put(f"k{n}", "v")
+        storage.clear()  # the fence at 0 stays: the counter reaches it first
+    secret = storage.ring_buffer.get_auth_secret()
+    assert storage.put("again", "value") == (address, monotonic_id)  # id 0 again, address 0
+    assert storage.ring_buffer.get_auth_secret() != secret
+    for call in (reader.get, lambda *h: reader.touch(h[3], *h[:3])):
+        with pytest.raises(ValueError, match=SIGNATURE_ERROR):
+            call(address, monotonic_id, signature, "key")
+    signature = storage.get_signature("again")  # signed with the new secret
+    assert reader.get(address, monotonic_id, signature, "again") == "value"
 
 
 def test_handle_from_before_clear_reads_its_data_until_reused(
@@ -422,8 +419,7 @@ def test_handle_from_before_clear_reads_its_data_until_reused(
     signature = storage.get_signature("key")
     reader = open_reader(storage)
     storage.clear()
-    if revokes_on_clear(reader, (address, monotonic_id, signature, "key")):
-        return  # refimpl's deliberate difference: pinned by test_clear_revokes_every_handle
+    assert reader.get(address, monotonic_id, signature, "key") == "value"
     assert storage.put("key", "new_value")[0] == address
     with pytest.raises(ValueError, match=STALE_ERROR):
         reader.get(address, monotonic_id, signature, "key")

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from refimpl.ring import SingleWriterShmRingBuffer
+from refimpl.serde import MsgpackOnlySerde
 from refimpl.storage import SingleWriterShmObjectStorage
 
 
@@ -67,12 +68,17 @@ def writer(
     ring.allocate_buf = allocate_buf  # type: ignore[method-assign]
     ring.free_buf = free_buf  # type: ignore[method-assign]
     try:
-        yield cls(16, 0, ring, reader_lock=lock), lock, seen  # type: ignore[arg-type]
+        yield (
+            cls(16, 0, ring, serde_class=MsgpackOnlySerde, reader_lock=lock),  # type: ignore[arg-type]
+            lock,
+            seen,
+        )
     finally:
         ring.close()
 
 
 def exercise(store: Any) -> None:
+    """Sizes in the msgpack-only serde's one-byte metadata (16-byte chunks)."""
     for n in range(8):  # fills the 96-byte ring: later puts reclaim inside put
         store.put(f"k{n}", "v" * 6)
     store.free_unused()
@@ -94,7 +100,7 @@ def test_a_writer_that_ignores_the_lock_is_caught() -> None:
 def test_without_a_lock_the_writer_still_works() -> None:
     ring = SingleWriterShmRingBuffer(96, create=True)
     try:
-        store = SingleWriterShmObjectStorage(16, 0, ring)
+        store = SingleWriterShmObjectStorage(16, 0, ring, serde_class=MsgpackOnlySerde)
         exercise(store)
         assert ring.monotonic_id_end == 8  # every put succeeded
     finally:

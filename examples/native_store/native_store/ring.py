@@ -40,6 +40,7 @@ class SingleWriterShmRingBuffer:
     _writer_lock_fd: int = -1
     _base: Any = None
     _chars: Any = None
+    _rotate_at: int | None = None  # F4: the id whose next issue rotates the secret
 
     def __init__(self, data_buffer_size: int, name: str | None = None, create: bool = False):
         ffi, lib = self._ffi, self._lib
@@ -164,9 +165,16 @@ class SingleWriterShmRingBuffer:
         if not self.is_writer:
             raise ValueError("only the writer can allocate buffers")
         check_int("size", size, low=1, high=2**31 - 1 - self.MD_SIZE)
-        self._check(
-            self._lib.ns_allocate(self._state, size, self._out_address, self._out_id), "allocate"
-        )
+        secret = None
+        if self._rotate_at is not None and int(self._state.id_end) == self._rotate_at:
+            secret = self.get_auth_secret()  # F4: a new secret before a forgotten id returns
+            self._check(self._lib.ns_set_secret(self._state, secrets.token_bytes(32)), "sign")
+        rc = self._lib.ns_allocate(self._state, size, self._out_address, self._out_id)
+        if rc and secret is not None:  # nothing was issued: the old secret stays
+            self._lib.ns_set_secret(self._state, secret)
+        self._check(rc, "allocate")
+        if secret is not None:
+            self._rotate_at = None
         return int(self._out_address[0]), int(self._out_id[0])
 
     def chunk(self, address: int) -> tuple[int, int, int]:
@@ -216,8 +224,13 @@ class SingleWriterShmRingBuffer:
         return list(freed_ids(id_before, int(state.id_start), int(state.id_max)))
 
     def clear(self) -> None:
-        """Forget every chunk and write a new signing secret (FINDINGS F4)."""
-        self._check(self._lib.ns_clear(self._state, secrets.token_bytes(32)), "clear buffers")
+        """Forget every chunk; the secret stays, and a fence at the oldest id
+        forgotten makes `allocate_buf` write a new one before that id is
+        issued again (FINDINGS F4, refimpl.ring.clear)."""
+        state = self._state
+        if self.is_writer and state.live_len and self._rotate_at is None:
+            self._rotate_at = int(state.id_start)
+        self._check(self._lib.ns_clear(state, self.get_auth_secret()), "clear buffers")
 
     def close(self) -> None:
         """Detach (C first, so nothing dereferences the mapping after); the
