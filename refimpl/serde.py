@@ -58,7 +58,9 @@ def _refuse(obj: Any) -> Any:
         )
     # A TypeError naming the type that is also a ValueError: vLLM's sender catches only
     # ValueError/MemoryError from put and then sends the item inline.
-    raise BadArgumentType(f"MsgpackOnlySerde cannot store a {type(obj).__name__}; it stores {ACCEPTS}")
+    raise BadArgumentType(
+        f"MsgpackOnlySerde cannot store a {type(obj).__name__}; it stores {ACCEPTS}"
+    )
 
 
 def _buffer_hint(value: Any) -> int:

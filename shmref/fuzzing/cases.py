@@ -69,7 +69,7 @@ KEYS_NOT_UTF8: st.SearchStrategy[Any] = st.sampled_from(
 )
 # Values no serde stores: neither msgpack nor pickle (the default serde, the
 # releases' format, pickles what vLLM's encoder does not take) can write them.
-UNSERIALIZABLE = st.sampled_from([lambda: 1, (n for n in ()), threading.Lock()])
+UNSERIALIZABLE = st.sampled_from([lambda: 1, (n for n in range(0)), threading.Lock()])
 
 
 NOT_SIGNATURES = st.one_of(

@@ -67,7 +67,8 @@ HAZARDS: tuple[Hazard, ...] = (
     Hazard(
         "MCIdWrap",
         "ABA: ids wrap across clear() while a handle is outstanding; "
-        "the id check passes on another object (F4, a new secret before a forgotten id returns, closes it)",
+        "the id check passes on another object "
+        "(F4, a new secret before a forgotten id returns, closes it)",
         True,
     ),
     Hazard(

@@ -67,7 +67,11 @@ class Shm:
         if id_max is not None:
             ring.ID_MAX = id_max
         return mod.SingleWriterShmObjectStorage(
-            max_object_size, n_readers, ring, reader_lock=lock, serde_class=serde or MsgpackOnlySerde
+            max_object_size,
+            n_readers,
+            ring,
+            reader_lock=lock,
+            serde_class=serde or MsgpackOnlySerde,
         )
 
     def reader(self, mod: ModuleType, writer: Any, serde: type | None = None) -> Any:

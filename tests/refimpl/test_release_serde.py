@@ -21,7 +21,9 @@ from refimpl.validate import BadArgumentType
 
 SERDE = MsgpackSerde()
 VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20), st.binary(max_size=20)),
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.text(max_size=20), st.binary(max_size=20)
+    ),
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
         st.tuples(inner, inner),
@@ -83,8 +85,9 @@ def run(code: str) -> str:
 
 
 def test_plain_values_import_neither_torch_nor_vllm() -> None:
-    assert run(
-        """
+    assert (
+        run(
+            """
         import sys
         from refimpl.serde import MsgpackSerde
         s = MsgpackSerde()
@@ -92,7 +95,9 @@ def test_plain_values_import_neither_torch_nor_vllm() -> None:
         s.deserialize(memoryview(md + d))
         print(sorted(m for m in ("torch", "vllm") if m in sys.modules))
         """
-    ) == "[]"
+        )
+        == "[]"
+    )
 
 
 def test_a_tensor_without_vllm_is_refused_naming_the_encoder() -> None:
