@@ -34,7 +34,14 @@ from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
 from shmref.core.vocabulary import classify
 from shmref.store.observe import Segment
 from shmref.store.readers import LocalReader, RemoteReader, close_despite_cycles
-from shmref.store.values import MD_SIZE, UNIT, store_unit, unit_for, value_for
+from shmref.store.values import (
+    MD_SIZE,
+    UNIT,
+    driving_serde_class,
+    store_unit,
+    unit_for,
+    value_for,
+)
 
 FORGED_SIGNATURE = [0] * 32
 FOREIGN_SECRET = bytes(range(32))  # another storage's secret
@@ -66,11 +73,15 @@ class Driver:
         serde_class: type | None = None,
         layout: bool = False,
     ) -> None:
-        """`serde_class`: passed to the storage (default: the storage's own);
-        the unit is scaled to it. `layout`: the caller claims the seed's
-        byte layout, so read counts may be read from the segment's bytes."""
+        """`serde_class`: passed to the storage (default: the storage's own,
+        or refimpl's msgpack-only one where the own frames in more than 16
+        bytes: `driving_serde_class`); the unit is scaled to it. `layout`:
+        the caller claims the seed's byte layout, so read counts may be read
+        from the segment's bytes."""
         self.impl = impl
         self.n_units = n_units
+        if storage:  # a store whose own serde is wide is driven with a narrow one
+            serde_class = driving_serde_class(impl, serde_class)
         self.serde_class = serde_class
         self.unit = store_unit(impl, serde_class) if storage or serde_class else UNIT
         self.resources = ExitStack()

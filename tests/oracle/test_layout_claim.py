@@ -203,13 +203,35 @@ def test_the_pickle_stores_full_recording_goes_on_past_its_unpickling_error(stor
 
 @pytest.mark.slow
 @pytest.mark.tlc
-def test_a_wide_serde_is_replayed_on_the_model_of_its_width(stores):
-    """MCStorageWide is not decoration: the pickle store (48-byte units)
-    diverges from MCStorage's simulations at a free step and follows
-    MCStorageWide's, and the seed (16-byte units) the other way round."""
+def test_a_wide_serde_is_replayed_on_the_model_of_its_width(stores, monkeypatch):
+    """MCStorageWide is not decoration: a store driven with the pickle store's
+    own serde (48-byte units) diverges from MCStorage's simulations at a free
+    step and follows MCStorageWide's, and the seed (16-byte units) the other
+    way round. By default both are driven in 16-byte units
+    (`driving_serde_class`: a store whose own serde is wide gets refimpl's
+    msgpack-only one), so that each is judged at the seed's resolution."""
+    from shmref.store import driver, values
     from shmref.suite.test_replay import replay_all, storage_corpus, storage_model
 
     pickle_store, seed = stores["seed_pickle_serde"], stores["seed"]
+    assert (storage_model(pickle_store), storage_model(seed)) == ("MCStorage", "MCStorage")
+    for module in (values, driver):  # each store driven with its own serde
+        monkeypatch.setattr(
+            module, "driving_serde_class", lambda impl, serde_class=None: serde_class
+        )
+
+    class Narrow(seed.SingleWriterShmObjectStorage):  # the seed, msgpack-only by default
+        def __init__(
+            self,
+            max_object_size: int,
+            n_readers: int,
+            ring_buffer: Any,
+            serde_class: type = refimpl.MsgpackOnlySerde,
+            reader_lock: Any = None,
+        ) -> None:
+            super().__init__(max_object_size, n_readers, ring_buffer, serde_class, reader_lock)
+
+    seed = store_module("narrow_seed", seed.SingleWriterShmRingBuffer, Narrow)
     assert (storage_model(pickle_store), storage_model(seed)) == ("MCStorageWide", "MCStorage")
     for impl, own, other in (
         (pickle_store, "MCStorageWide", "MCStorage"),
@@ -369,13 +391,15 @@ def test_a_get_that_bypasses_the_handles_serde_is_not_split(stores):
     at the handle's: its split reads are not run (never passed)."""
     from shmref.contract import MissingCapability
     from shmref.store.driver import Driver
+    from shmref.store.values import driving_serde_class
 
     seed = stores["seed"]
 
     class OwnSerde(seed.SingleWriterShmObjectStorage):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.ser_de = seed.MsgpackSerde()
+            # the serde the Driver drives it with, but an instance of its own
+            self.ser_de = driving_serde_class(seed)()
 
     module = store_module("own_serde_store", seed.SingleWriterShmRingBuffer, OwnSerde)
     with Driver(module, 8, n_readers=1, id_max=5, max_obj=3) as story:

@@ -40,7 +40,7 @@ def bind(namespace: dict[str, Any], variant: str) -> None:
     """Fill a module's namespace with the contract's classes over `variant`."""
     from native_store.ring import SingleWriterShmRingBuffer
     from native_store.storage import ShmObjectStorageHandle, SingleWriterShmObjectStorage
-    from refimpl.serde import MsgpackSerde, ObjectSerde
+    from refimpl.serde import MsgpackOnlySerde, MsgpackSerde, ObjectSerde
 
     module = load(variant)
     ring_cls = type(
@@ -58,6 +58,7 @@ def bind(namespace: dict[str, Any], variant: str) -> None:
         SingleWriterShmObjectStorage=storage_cls,
         ShmObjectStorageHandle=ShmObjectStorageHandle,
         MsgpackSerde=MsgpackSerde,
+        MsgpackOnlySerde=MsgpackOnlySerde,
         ObjectSerde=ObjectSerde,
         VARIANT=variant,
     )

@@ -165,17 +165,30 @@ class SingleWriterShmRingBuffer:
         if not self.is_writer:
             raise ValueError("only the writer can allocate buffers")
         check_int("size", size, low=1, high=2**31 - 1 - self.MD_SIZE)
-        secret = None
-        if self._rotate_at is not None and int(self._state.id_end) == self._rotate_at:
-            secret = self.get_auth_secret()  # F4: a new secret before a forgotten id returns
-            self._check(self._lib.ns_set_secret(self._state, secrets.token_bytes(32)), "sign")
+        old = self._fence()
         rc = self._lib.ns_allocate(self._state, size, self._out_address, self._out_id)
-        if rc and secret is not None:  # nothing was issued: the old secret stays
-            self._lib.ns_set_secret(self._state, secret)
+        self._fenced(rc, old)
         self._check(rc, "allocate")
-        if secret is not None:
-            self._rotate_at = None
         return int(self._out_address[0]), int(self._out_id[0])
+
+    def _fence(self) -> bytes | None:
+        """F4: before the id a clear forgot is issued again, a new secret; the
+        old one is returned, to be put back if the allocation fails."""
+        if self._rotate_at is None or int(self._state.id_end) != self._rotate_at:
+            return None
+        old = self.get_auth_secret()
+        self._check(self._lib.ns_set_secret(self._state, secrets.token_bytes(32)), "sign")
+        return old
+
+    def _fenced(self, rc: int, old: bytes | None) -> None:
+        """After an allocation behind `_fence`: the fence is passed, or (nothing
+        issued) the old secret is back."""
+        if old is None:
+            return
+        if rc:
+            self._lib.ns_set_secret(self._state, old)
+        else:
+            self._rotate_at = None
 
     def chunk(self, address: int) -> tuple[int, int, int]:
         """(id, size incl. header, offset of the data in the mapping) at `address`."""

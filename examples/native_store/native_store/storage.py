@@ -4,7 +4,8 @@ and serde in Python, the chunk, its count and the copies in C.
 Behaviour is refimpl's (the seed's plus FINDINGS' fixes): a read is
 verify the handle's HMAC, open the chunk (C checks the id), copy, then under
 the readers' lock re-check the header and count the read (C, one call); a
-failed copy is still counted; clear() writes a new secret. A writer given
+failed copy is still counted; clear() keeps the secret, and a fence at the
+oldest id it forgets rotates it before that id is issued again (F4). A writer given
 the lock holds it in put and free_unused, so no reclaim falls between a
 reader's re-check and its increment. Reads are never lock-free here.
 """
@@ -18,7 +19,7 @@ from native_store.ring import SingleWriterShmRingBuffer
 from native_store.signing import INVALID, Signing
 from refimpl.allocator import freed_ids
 from refimpl.readerlock import READER_LOCK_TIMEOUT, ReaderLockTimeout
-from refimpl.serde import RAW, MsgpackSerde, ObjectSerde, byte_parts
+from refimpl.serde import RAW, MsgpackOnlySerde, ObjectSerde, byte_parts
 from refimpl.validate import (
     MAX_CHUNK_DATA,
     check_fields,
@@ -75,7 +76,7 @@ class SingleWriterShmObjectStorage(Signing):
         max_object_size: int,
         n_readers: int,
         ring_buffer: SingleWriterShmRingBuffer,
-        serde_class: type[ObjectSerde] = MsgpackSerde,
+        serde_class: type[ObjectSerde] = MsgpackOnlySerde,
         reader_lock: Any = None,
     ) -> None:
         self.max_object_size = check_int(
@@ -89,7 +90,7 @@ class SingleWriterShmObjectStorage(Signing):
         self.is_writer = ring_buffer.is_writer
         self.flag_bytes = FLAG_BYTES
         self._lib, self._ffi, self._state = ring_buffer._lib, ring_buffer._ffi, ring_buffer._state
-        self._raw_fast = type(self.ser_de) is MsgpackSerde  # bytes out in one C copy
+        self._raw_fast = type(self.ser_de) is MsgpackOnlySerde  # bytes out in one C copy
         self._signature_out = bytearray(32)  # C writes signatures here
         self._signature_c = self._ffi.from_buffer(self._signature_out)
         self._signature_view = memoryview(self._signature_out)  # .tolist(): the API's list
@@ -116,7 +117,7 @@ class SingleWriterShmObjectStorage(Signing):
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
         if self._raw_fast and type(value) is bytes and value:
-            md, payload, md_bytes, data_bytes = RAW_MD, value, 1, len(value)  # MsgpackSerde's RAW
+            md, payload, md_bytes, data_bytes = RAW_MD, value, 1, len(value)  # MsgpackOnlySerde's RAW
         else:
             data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
             parts = byte_parts(metadata, data, md_bytes, data_bytes)
@@ -140,12 +141,14 @@ class SingleWriterShmObjectStorage(Signing):
         if lock is not None and not lock.acquire(True, self.READER_LOCK_TIMEOUT):
             self._lock_timed_out()
         try:  # C: allocate, write the count and both parts, count the hand-out
+            old = ring._fence()
             rc = lib.ns_put(state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id)
             if rc == lib.NS_E_NOMEM or rc == lib.NS_E_IDS:
                 self._free_unused_locked()
                 rc = lib.ns_put(
                     state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id
                 )
+            ring._fenced(rc, old)
         finally:
             if lock is not None:
                 lock.release()
@@ -211,7 +214,7 @@ class SingleWriterShmObjectStorage(Signing):
     ) -> Any:
         """Read the object behind a handle (readers pass signature and key):
         get_begin, get_copy and get_end without a Read object in between
-        (MsgpackSerde's bytes copied out right here: the common read)."""
+        (MsgpackOnlySerde's bytes copied out right here: the common read)."""
         size, data_at = self._open(address, monotonic_id, signature, key)
         chars = self.ring_buffer._chars  # None once the ring is closed
         start, stop = data_at + FLAG_BYTES + 1, data_at + size - MD_SIZE  # after RAW's byte
@@ -287,7 +290,7 @@ class SingleWriterShmObjectStorage(Signing):
         return size, data_at
 
     def _copy(self, size: int, data_at: int) -> tuple[Any, Exception | None]:
-        """(value, None) or (None, the serde's error). MsgpackSerde's bytes
+        """(value, None) or (None, the serde's error). MsgpackOnlySerde's bytes
         come out in one memcpy (cffi's unpack); other objects go through the
         serde on a view of the segment."""
         ring = self.ring_buffer
