@@ -1,7 +1,7 @@
 """Races made to happen, not hoped for: reader threads released together by
 one barrier, with a scheduler that hands the interpreter to another thread
-at every line of Python the threads run (outside the standard library), and
-a 1 µs switch interval in between.
+at every line of Python the threads run (outside the standard library and
+shmref's own code), and a 1 µs switch interval in between.
 
 Why: under the GIL, a thread keeps the interpreter for its whole switch
 interval (5 ms by default), and a store's read-modify-write of a count is a
@@ -19,11 +19,13 @@ together. What a miss costs, measured per property: docs/conformance.md,
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -31,6 +33,10 @@ SWITCH_INTERVAL = 1e-6  # seconds: the interpreter's shortest useful interval
 BARRIER_TIMEOUT = 60.0
 STDLIB = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 INSTALLED = ("site-packages", "dist-packages")  # below the stdlib's folder, and traced
+# The oracle's own code (its call recorder, the process proxy and its
+# transport) is not the store's: traced, a program's request would take
+# seconds, its readers queueing on the oracle's lock past --call-timeout.
+SHMREF = str(Path(__file__).resolve().parents[1]) + os.sep
 
 Tracer = Callable[[FrameType, str, Any], Any]
 
@@ -44,11 +50,13 @@ def _yield_each_line(frame: FrameType, event: str, arg: Any) -> Tracer | None:
 
 def _store_frames(frame: FrameType, event: str, arg: Any) -> Tracer | None:
     """Global trace: lines of every frame but the standard library's (the
-    threading module's own, the barrier's) are yield points; a call is one
-    too. A store installed into site-packages (below the stdlib's folder in
-    most layouts) is traced."""
+    threading module's own, the barrier's) and shmref's own are yield
+    points; a call is one too. A store installed into site-packages (below
+    the stdlib's folder in most layouts) is traced."""
     filename = frame.f_code.co_filename
     if filename.startswith(STDLIB) and not any(part in filename for part in INSTALLED):
+        return None
+    if filename.startswith(SHMREF):
         return None
     time.sleep(0)
     return _yield_each_line
