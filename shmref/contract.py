@@ -324,6 +324,28 @@ def require_serde_in_process(impl: Any, role: str) -> None:
         raise MissingCapability(SERDE_IN_PROCESS)
 
 
+BYTES_VALUES = "BYTES_VALUES"
+OLD_PROTOCOL = (
+    "bytes values (a program of protocol version 1 is sent none: docs/protocol.md, Versions)"
+)
+
+
+def require_bytes_values(obj: Any) -> None:
+    """For a property that tells one bytes argument from another: not run
+    where the transport drops their value. A program that speaks version 1
+    of the process protocol is sent `{"unrepresentable": "bytes"}` without
+    it, as that version specified; the proxy's classes say so
+    (`BYTES_VALUES` false). Every module has it."""
+    if not carries_bytes_values(obj):
+        raise MissingCapability(OLD_PROTOCOL)
+
+
+def carries_bytes_values(obj: Any) -> bool:
+    """Does a bytes argument reach `obj` (a storage, or its class) with its
+    value? False only for a program of protocol version 1."""
+    return bool(getattr(obj, BYTES_VALUES, True))
+
+
 def require(obj: Any, where: str, name: str) -> None:
     """A property's guard: MissingCapability (`where.name`) unless `obj` has `name`."""
     if not has(obj, name):

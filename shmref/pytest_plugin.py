@@ -168,6 +168,19 @@ def pytest_configure(config: pytest.Config) -> None:
         use_suite_settings(config)
 
 
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """A store program this process started that speaks an older protocol
+    version: one line each, how it was judged and what changed since."""
+    if not active(config):
+        return
+    from shmref.process import channel
+
+    for note in channel.notes():
+        terminalreporter.write_line(f"shmref: {note}")
+
+
 def enter_run_file(config: pytest.Config) -> None:
     """`--shmref-run FILE`: this session belongs to that run (a bad file: one line)."""
     path = config.getoption("shmref_run")

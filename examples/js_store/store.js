@@ -176,7 +176,7 @@ process.on('exit', closeAll);
 for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => { closeAll(); process.exit(1); });
 
 send({
-  type: 'hello', protocol: 1, name: 'js_store 0.1 (Node ' + process.version + ')', roles: ['writer', 'reader'],
+  type: 'hello', protocol: 2, name: 'js_store 0.1 (Node ' + process.version + ')', roles: ['writer', 'reader'],
   capabilities: [
     'storage.get_begin', 'storage.get_copy', 'storage.get_end',
     'ring.data_buffer_start', 'ring.data_buffer_end', 'ring.monotonic_id_start', 'ring.monotonic_id_end', 'ring.ID_MAX',

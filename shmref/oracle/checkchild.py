@@ -55,7 +55,7 @@ def check(module: str, run: str | None = None) -> int:
         say({"problem": problem})
         return 0
     root = import_root(impl) or ""
-    say({"loaded": impl.__name__, "root": root})
+    say({"loaded": impl.__name__, "root": root, "notes": channel.notes()})
     failure: dict[str, str] | None = None
     lacking: list[str] = []
     try:

@@ -336,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(checked.problem, file=sys.stderr)
         return 2
     name = checked.found["name"]
+    for note in filter(None, checked.found.get("notes", "").splitlines()):
+        print(f"shmref: {note}", file=sys.stderr)  # judged as its version; one line each
     folder = re.sub(r"[^\w.:=+-]+", "_", name).strip("_")  # exec: and mixed: names
     out = (args.out or default_out(folder)).resolve()
     problem = unwritable(out)

@@ -148,6 +148,7 @@ def judge(
         last = (said["tail"].splitlines() or [""])[-1]
         return Checked(None, f"{module}: importing it {signal_text(code)}: {last}".rstrip(": "))
     found = {"name": loaded["loaded"], "root": loaded.get("root") or ""}
+    found["notes"] = "\n".join(loaded.get("notes") or [])  # a program of an older version
     # its own leaks, as the child counted them (a diff of /dev/shm may see
     # another process's, made meanwhile): FAIL; after a failure, all it left
     leaked = sorted((final or {}).get("leaked") or [])

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from shmref.core.runconfig import MAX_LINE, limits
-from shmref.process import segments
+from shmref.process import PROTOCOL_VERSION, older_version_note, segments
 from shmref.process.lines import Lines, env_number
 from shmref.process.messages import (
     ProgramCrashed,
     ProgramFailure,
     ProtocolError,
+    as_version,
     error_from,
     hello_problem,
     short,
@@ -122,6 +123,7 @@ class Program(Lines):
             self.hello = self.read_hello()
         finally:
             self.account()
+        self.version: int = self.hello["protocol"]  # requests are sent as it specified them
         self.capabilities = frozenset(self.hello["capabilities"])
         self.roles = frozenset(self.hello["roles"])
         self.reader_lock = self.hello["reader_lock"]
@@ -137,6 +139,7 @@ class Program(Lines):
             self.before = None
 
     def send(self, message: dict[str, Any]) -> None:
+        message = as_version(message, self.version)
         self.record("out", message)
         stdin = self.process.stdin
         assert stdin is not None
@@ -340,6 +343,18 @@ def program(spec: str, argv: list[str]) -> Program:
 def failures() -> list[ProgramFailure]:
     """How the programs this process started failed, oldest first."""
     return [p.failure for p in _PROGRAMS.values() if p.failure is not None]
+
+
+def notes() -> list[str]:
+    """One line for each program this process started that speaks an older
+    protocol version than the current (how it is judged, what changed)."""
+    return sorted(
+        {
+            older_version_note(p.spec, p.version)
+            for p in _PROGRAMS.values()
+            if p.version < PROTOCOL_VERSION
+        }
+    )
 
 
 def removed() -> list[str]:

@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from shmref.process import PROTOCOL_VERSION
+from shmref.process import PROTOCOL_VERSION, VERSIONS, VERSIONS_PAGE
 
 CAPABILITIES = (
     "storage.get_begin",
@@ -82,6 +82,20 @@ def encode(value: Any) -> Any:
     return {"unrepresentable": type(value).__name__}
 
 
+def as_version(value: Any, version: int) -> Any:
+    """A message (or a value in it) as protocol `version` specified it: before
+    version 2, an unrepresentable bytes argument carries no "base64"."""
+    if version >= 2:
+        return value
+    if isinstance(value, dict):
+        if "unrepresentable" in value:
+            return {"unrepresentable": value["unrepresentable"]}
+        return {k: as_version(v, version) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_version(v, version) for v in value]
+    return value
+
+
 def b64(data: Any) -> str:
     return base64.b64encode(bytes(data)).decode("ascii")
 
@@ -112,8 +126,13 @@ def hello_problem(hello: dict[str, Any]) -> str:
     """What is wrong with a hello (empty: nothing)."""
     if hello.get("type") != "hello":
         return "the first line must be the hello"
-    if hello.get("protocol") != PROTOCOL_VERSION:
-        return f"protocol {hello.get('protocol')!r}, the oracle speaks {PROTOCOL_VERSION}"
+    version = hello.get("protocol")
+    if type(version) is not int or version not in VERSIONS:
+        said = f"protocol {version!r}" if "protocol" in hello else "no protocol version"
+        return (
+            f"{said}: say the version the program speaks, 1 to {PROTOCOL_VERSION} "
+            f"(version {PROTOCOL_VERSION}: {VERSIONS[PROTOCOL_VERSION]}; {VERSIONS_PAGE})"
+        )
     roles, caps = hello.get("roles"), hello.get("capabilities")
     if not isinstance(roles, list) or not roles or not set(roles) <= {"writer", "reader"}:
         return "roles must be a non-empty list of 'writer', 'reader'"

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
+from shmref.contract import BYTES_VALUES
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
@@ -290,6 +291,7 @@ def build(spec: str) -> ModuleType:
         ring_attrs["ID_MAX"] = state_property("ID_MAX")
     ring_cls = type("SingleWriterShmRingBuffer", (ProxyRing,), ring_attrs)
     storage_attrs: dict[str, Any] = {
+        BYTES_VALUES: prog.version >= 2,  # version 1 sends bytes without their value
         "PROGRAM": prog,
         "SPEC": spec,
         "ARGV": argv,

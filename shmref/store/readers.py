@@ -41,6 +41,7 @@ def reader_main(
     """Serve commands until ("exit",), in the run `run` of the process that
     started it (a spawned interpreter inherits no module state). Commands:
     ("get", address, id, signature, key)        -> a whole read
+    ("gets", n, address, id, signature, key)    -> n whole reads, back to back
     ("begin", address, id, signature, key)      -> first step of a split read
     ("copy",) / ("end",)                        -> its next steps
     ("touch", key, address, id, signature)      -> reader-side touch
@@ -60,6 +61,8 @@ def reader_main(
                 break
             if verb == "get":
                 results.put(_outcome(storage.get, *args))
+            elif verb == "gets":
+                results.put(_outcome(read_many, storage, *args))
             elif verb == "begin":
                 outcome = _outcome(
                     functools.partial(splitread.begin, serde_class=serde_class),
@@ -85,6 +88,14 @@ def reader_main(
                 splitread.abandon(read)
         splitread.abandon_all(serde_class)
         close_storage(storage)
+
+
+def read_many(storage: Any, times: int, *handle: Any) -> int:
+    """`times` whole reads of one handle, back to back (a burst that collides
+    with other processes' bursts on the same count); how many were read."""
+    for _ in range(times):
+        storage.get(*handle)
+    return times
 
 
 def close_storage(storage: Any) -> None:

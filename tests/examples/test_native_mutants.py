@@ -67,15 +67,11 @@ KILLED_BY: dict[str, set[str]] = {
         "test_ring.py::TestBadInput::test_address_without_a_chunk",
     },
     # increments lost between reader threads: seen through the API (what
-    # free_unused reclaims), with no byte read at the seed's offsets
+    # free_unused reclaims), with no byte read at the seed's offsets; in
+    # every run, no retry: the property makes its threads collide
+    # (shmref.suite.racing; docs/conformance.md, "Races")
     "racy_count": {"test_storage_readers.py::test_concurrent_reader_threads_count_exactly"},
 }
-
-# A race shows in some runs, not in all: the mutant is caught when one of
-# this many runs of its property fails it (racy_count's lost increments
-# were missed once in CI, its property run alone on a lightly loaded machine;
-# test_racy_count_loses_concurrent_increments tries three times as well).
-RACES = {"racy_count": 3}
 
 # mutant -> property -> the status it must have: a store that dies is a CRASH
 CRASHED_BY: dict[str, dict[str, str]] = {
@@ -151,12 +147,9 @@ def test_each_mutant_is_caught_by_the_oracle(
     """The run is limited to the properties KILLED_BY names for the mutant
     (`--only`): which others would fail too was never asked, and the whole
     claimed levels are the store's own run (test_the_store_passes_every_level_it_claims)."""
-    for attempt in range(RACES.get(mutant, 1)):
-        found = failing(f"native_mutants.{mutant}", tmp_path / str(attempt), only=KILLED_BY[mutant])
-        kills = {name for name, (level, _) in found.items() if level != UNCLAIMED}
-        kills -= set(store_failures)
-        if kills:
-            break
+    found = failing(f"native_mutants.{mutant}", tmp_path, only=KILLED_BY[mutant])
+    kills = {name for name, (level, _) in found.items() if level != UNCLAIMED}
+    kills -= set(store_failures)
     assert kills, f"{mutant} survived the oracle (failures: {found})"
     assert kills & KILLED_BY[mutant], f"{mutant} killed by other properties: {kills}"
     for name, status in CRASHED_BY.get(mutant, {}).items():
@@ -214,21 +207,19 @@ def test_unchecked_address_dies_by_sigsegv(built: None) -> None:
 
 
 CONCURRENT_READS = """
-    import importlib, multiprocessing as mp, threading
+    import importlib, multiprocessing as mp
+    from shmref.suite import racing
     impl = importlib.import_module({module!r})
     ring = impl.SingleWriterShmRingBuffer(4096, create=True)
-    writer = impl.SingleWriterShmObjectStorage(1024, 200, ring, reader_lock=mp.Lock())
+    writer = impl.SingleWriterShmObjectStorage(1024, 256, ring, reader_lock=mp.Lock())
     reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
     try:
         address, mid = writer.put("k", list(range(50)))
         signature = writer.get_signature("k")
-        def read():
-            for _ in range(25):
-                reader.get(address, mid, signature, "k")
-        threads = [threading.Thread(target=read) for _ in range(8)]
-        for t in threads: t.start()
-        for t in threads: t.join()
-        writer.free_unused()  # 8 threads x 25 reads = the 200 owed: reclaimed if all counted
+        # 16 threads x 16 rounds, each round released together and
+        # interleaved line by line: the 256 reads owed, reclaimed if all counted
+        racing.race(16, 16, lambda: reader.get(address, mid, signature, "k"))
+        writer.free_unused()
         print("cached" if writer.is_cached("k") else "reclaimed")
     finally:
         reader.close()
@@ -237,12 +228,10 @@ CONCURRENT_READS = """
 
 
 def test_racy_count_loses_concurrent_increments(built: None) -> None:
-    """Through the API only: 200 reads owed, 200 made by 8 threads; the store
-    reclaims the object, the racy mutant keeps it (lost increments pin it)."""
+    """Through the API only: 256 reads owed, 256 made by 16 threads; the store
+    reclaims the object, the racy mutant keeps it (lost increments pin it),
+    in one run: the threads are made to collide (shmref.suite.racing)."""
     store = run_child(CONCURRENT_READS.format(module="native_store"))
     assert store.stdout.split() == ["reclaimed"], store.stderr[-1000:]
-    outcomes = [
-        run_child(CONCURRENT_READS.format(module="native_mutants.racy_count")).stdout.strip()
-        for _ in range(3)
-    ]
-    assert "cached" in outcomes, outcomes
+    racy = run_child(CONCURRENT_READS.format(module="native_mutants.racy_count"))
+    assert racy.stdout.split() == ["cached"], (racy.stdout, racy.stderr[-1000:])

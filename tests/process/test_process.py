@@ -79,7 +79,7 @@ PUT: dict[str, Any] = {
         {"type": "reply", "in_reply_to": 1, "error": {"kind": "no such kind!", "message": ""}},
         {
             "type": "hello",
-            "protocol": 2,
+            "protocol": 3,  # no such version
             "name": "x",
             "roles": ["writer"],
             "capabilities": [],

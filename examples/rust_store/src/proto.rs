@@ -35,7 +35,7 @@ pub fn hello() -> Value {
     ];
     obj(vec![
         ("type", s("hello")),
-        ("protocol", Value::Int(1)),
+        ("protocol", Value::Int(2)),
         ("name", Value::Str(name)),
         ("roles", Value::Arr(vec![s("writer"), s("reader")])),
         ("capabilities", Value::Arr(caps.iter().map(|c| s(c)).collect())),
