@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup spec-traces check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
+.PHONY: ci wheel-check setup spec-traces check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check vllm-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -178,6 +178,18 @@ findings:
 findings-check:
 	$(PYTHON) -m shmref findings --check $(if $(CONFORMANCE),--conformance $(CONFORMANCE))
 
+# refimpl beside vLLM's real releases (issue 48): the release VLLM from the registry set up
+# under build/vllm/$(VLLM)/ (venv: wheel --no-deps, its requirements, this checkout; the
+# sdist's tests), each step skipped when done; then its own tests of shm_object_storage on it
+# and with refimpl in its place, the oracle on it, mixed deployments, the seed-findings tests
+# with it as the seed. Writes its entry in docs/vllm-check.json (make test checks it is of
+# refimpl's current files) and README.md's drop-in block from the record. Exit 1: recorded,
+# something short of the bar (named); 2: bad input (one line).
+VLLM ?= 0.34.0
+vllm-check:
+	$(PYTHON) -m vllmcheck --vllm $(VLLM); status=$$?; \
+	  [ $$status -eq 2 ] || $(PYTHON) -m vllmcheck --write-docs || status=1; exit $$status
+
 # Every public name (no leading underscore, as ruff decides) of what implementers
 # and users call has a docstring: ruff's pydocstyle rules for a missing one, on
 # DOCUMENTED only (the one list; tests/tools/test_docstrings.py reads it from here).
@@ -187,13 +199,13 @@ DOCSTRING_RULES = D100,D101,D102,D103,D104,D106
 DOCUMENTED = refimpl shmref/contract.py shmref/testing shmref/calls \
   shmref/__main__.py shmref/conformance.py shmref/oracle/cli.py shmref/pytest_plugin.py \
   shmref/tlc/check.py shmref/tlc/deep.py shmref/docgen/findings.py shmref/fuzzing/fuzz.py \
-  shmref/traces/itf_cli.py shmref/docgen/vocabulary_doc.py
+  shmref/traces/itf_cli.py shmref/docgen/vocabulary_doc.py vllmcheck
 
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m ruff check --select=$(DOCSTRING_RULES) --output-format=full $(DOCUMENTED)
-	$(PYTHON) -m mypy --strict refimpl shmref examples/native_store/native_store examples/native_store/build.py
+	$(PYTHON) -m mypy --strict refimpl shmref vllmcheck examples/native_store/native_store examples/native_store/build.py
 
 clean:
 	rm -rf build .hypothesis .pytest_cache

@@ -22,7 +22,7 @@ USER_SET = (
 PREFIX = "SHMREF" + "_"  # spelled apart so that this file names no variable by accident
 # a name, or the prefix alone (a name built at run time); `SHMREF_*` is the family, no name
 MENTION = re.compile(re.escape(PREFIX) + r"(?!\*)[A-Za-z0-9_]*")
-TREES = ("shmref", "refimpl", "proofs", "bench", "tests", "examples", ".ci", "docs")
+TREES = ("shmref", "refimpl", "proofs", "bench", "vllmcheck", "tests", "examples", ".ci", "docs")
 FILES = ("Makefile", "README.md", "DESIGN.md", "pyproject.toml")
 SKIPPED = {".git", "__pycache__", "build", "target", "node_modules", ".venv", "traces"}
 TEXT = {".py", ".md", ".toml", ".cfg", ".ini", ".sh", ".yml", ".yaml", ".txt", ".rs", ".js"}

@@ -117,7 +117,12 @@ class SingleWriterShmObjectStorage(Signing):
         if key in self.key_index:
             raise ValueError(f"Key '{key}' already exists in the storage.")
         if self._raw_fast and type(value) is bytes and value:
-            md, payload, md_bytes, data_bytes = RAW_MD, value, 1, len(value)  # MsgpackOnlySerde's RAW
+            md, payload, md_bytes, data_bytes = (
+                RAW_MD,
+                value,
+                1,
+                len(value),
+            )  # MsgpackOnlySerde's RAW
         else:
             data, data_bytes, metadata, md_bytes = self.ser_de.serialize(value)
             parts = byte_parts(metadata, data, md_bytes, data_bytes)
