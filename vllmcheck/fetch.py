@@ -115,6 +115,7 @@ def fetch(release: str, folder: Path, index: str) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     if wheel is None:
         wheel = _pip_download(release, folder, index)
+    require_module(wheel, release)  # before the sdist: a release without the module stops here
     if sdist is None:
         name = f"{PROJECT}-{release}.tar.gz"
         if name not in files:

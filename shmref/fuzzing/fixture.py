@@ -11,6 +11,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from types import ModuleType
 
+from shmref.contract import HEADER_BYTES, object_size
+
 CAPACITY = 4096
 
 
@@ -57,12 +59,10 @@ class Fixture:
         self.keys = [h.key for h in self.good]
 
     def _chunk_bytes(self) -> int:
-        """One fuzz object's chunk: header, count and the storage's serde's
-        framing of `OBJECT_BYTES` (measured: serdes frame differently)."""
-        _data, data_bytes, _md, md_bytes = (
-            self.writer.handle().serde_class().serialize(value_of("old-0"))
-        )
-        return 8 + 4 + int(data_bytes) + int(md_bytes)
+        """One fuzz object's chunk: its header and the object as the storage's
+        serde frames `OBJECT_BYTES` (measured: serdes frame differently)."""
+        serde = self.writer.handle().serde_class()
+        return HEADER_BYTES + object_size(serde, value_of("old-0"))
 
     def _put(self, key: str) -> Handle:
         address, monotonic_id = self.writer.put(key, value_of(key))
