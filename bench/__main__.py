@@ -41,10 +41,10 @@ SLOW_SECTIONS = {"instructions", "conformance"}
 
 NOTES = [
     "native_store (examples/native_store) has its ring, headers, counts and copies in C "
-    "and reuses refimpl's MsgpackSerde and HMAC signatures in Python; `cold copy` is one "
+    "and reuses refimpl's serde and HMAC signatures in Python; `cold copy` is one "
     "memcpy into memory the cache does not hold (bench/coldcopy.py).",
-    "refimpl and the seed share one serializer (`refimpl.serde.MsgpackSerde`: the seed "
-    "module imports it), so their ratio measures the ring and the store, not msgpack.",
+    "Every store is given one serializer (`refimpl.serde.MsgpackOnlySerde`, "
+    "bench.common.BENCH_SERDE), so a ratio measures the ring and the store, not msgpack.",
     "put = `put` + `get_signature` (a signed handle, as vLLM hands out); get = `get` in a "
     "reader process: HMAC check, id check, deserialize, count under the reader lock.",
     "The plain copy writes the value's bytes into a segment and each reader copies "

@@ -25,7 +25,7 @@ from multiprocessing import shared_memory
 from types import ModuleType
 from typing import Any
 
-from bench.common import load, load_native, segment_buf
+from bench.common import BENCH_SERDE, load, load_native, segment_buf
 
 SIZE = 1 << 20
 KINDS = {"bytes": bytes(SIZE), "str (msgpack)": "x" * SIZE}
@@ -49,7 +49,7 @@ def store_copies(impl: ModuleType, value: Any) -> int:
     lock = mp.get_context("spawn").Lock()
     ring = impl.SingleWriterShmRingBuffer(2 * SIZE, create=True)
     try:
-        writer = impl.SingleWriterShmObjectStorage(SIZE + 64, 1, ring)
+        writer = impl.SingleWriterShmObjectStorage(SIZE + 64, 1, ring, serde_class=BENCH_SERDE)
         reader = impl.SingleWriterShmObjectStorage.create_from_handle(
             dataclasses.replace(writer.handle(), reader_lock=lock)
         )

@@ -38,7 +38,7 @@ from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, load, progress, segment_buf
+from bench.common import BENCH_SERDE, REPO, load, progress, segment_buf
 
 SIZES = {"64 B": 64, "4 KiB": 4096, "1 MiB": 1 << 20}
 QUICK_SIZES = {"64 B": 64, "4 KiB": 4096, "64 KiB": 64 << 10}
@@ -56,7 +56,9 @@ def storage_step(impl: Any, size: int) -> tuple[Callable[[int, int], int], Calla
     lock = mp.get_context("spawn").Lock()
     chunk = size + 64
     ring = impl.SingleWriterShmRingBuffer((BATCH + 2) * chunk, create=True)
-    writer = impl.SingleWriterShmObjectStorage(chunk, 1, ring, reader_lock=lock)
+    writer = impl.SingleWriterShmObjectStorage(
+        chunk, 1, ring, serde_class=BENCH_SERDE, reader_lock=lock
+    )
     reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
     value = bytes(range(256)) * (size // 256) + bytes(size % 256)
 

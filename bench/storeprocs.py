@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from types import ModuleType
 from typing import Any
 
-from bench.common import load, segment_buf
+from bench.common import BENCH_SERDE, load, segment_buf
 
 CTX = mp.get_context("spawn")
 MODULES = {"native": "native_store"}  # contender -> the module a reader loads
@@ -152,7 +152,7 @@ class StoreWriter:
         chunk = size + CHUNK_SLACK
         self.ring = impl.SingleWriterShmRingBuffer((batch + 2) * chunk, create=True)
         self.writer = impl.SingleWriterShmObjectStorage(
-            chunk, n_readers, self.ring, reader_lock=lock
+            chunk, n_readers, self.ring, serde_class=BENCH_SERDE, reader_lock=lock
         )
         self.counter = 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench.common import load, load_native, progress
+from bench.common import BENCH_SERDE, load, load_native, progress
 from bench.storeprocs import CTX, StoreWriter
 
 CATEGORIES = (
@@ -41,7 +41,7 @@ def _method_ranges(impl: ModuleType) -> list[tuple[str, int, int, str]]:
     for cls in (
         impl.SingleWriterShmObjectStorage,
         impl.SingleWriterShmRingBuffer,
-        impl.MsgpackSerde,
+        BENCH_SERDE,
     ):
         members = {n: m for klass in reversed(cls.__mro__) for n, m in vars(klass).items()}
         for name, member in members.items():  # inherited too (native_store binds subclasses)
