@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shmref.core.paths import checkout
-from shmref.oracle import gating, limits
+from shmref.oracle import gating, limits, privateshm
 from shmref.oracle.conformance_run import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_MAX_TIMEOUTS,
@@ -270,9 +270,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="check a recording (JSON, shmref.traces.recorder) with TLC",
     )
+    parser.add_argument(
+        "--shm",
+        choices=(privateshm.PRIVATE, privateshm.SHARED),
+        default=privateshm.PRIVATE,
+        help="the run's segments on a /dev/shm of its own where the machine allows, "
+        "so no other run's segments are seen or swept (default private), or on the "
+        "machine's (shared: to watch them from outside); the report says which",
+    )
     gating.add_options(parser)
     limits.add_options(parser)
     args = parser.parse_args(argv)
+    privateshm.enter(args.shm)  # before any thread or child: all of them inherit it
     config = limits.run_config(args)
 
     if (code := gating.compared(args)) is not None:

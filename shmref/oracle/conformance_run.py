@@ -15,12 +15,14 @@ from typing import Any
 from shmref import tlc
 from shmref.core.levels import NO_SEED
 from shmref.core.runconfig import RunConfig
+from shmref.oracle import privateshm
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.isolation import Unit, run_isolated
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report, forget
+from shmref.oracle.shmclean import remove_orphans
 from shmref.oracle.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
@@ -278,6 +280,8 @@ def run(
         for check in checks:
             check.seed = NO_SEED
         not_run.append(f"the seed baseline ({seed_problem})")
+    if privateshm.current().way == privateshm.PRIVATE:  # every child is gone by now:
+        outcome.removed += remove_orphans(set())  # what is left in the run's own /dev/shm
     if outcome.removed:
         shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
         not_run.append(
@@ -285,7 +289,14 @@ def run(
             f"/dev/shm were removed ({shown})"
         )
     report = Report(
-        name, quick, checks, time.monotonic() - started, not_run, run_levels, seed_levels
+        name,
+        quick,
+        checks,
+        time.monotonic() - started,
+        not_run,
+        run_levels,
+        seed_levels,
+        segments=privateshm.current().to_json(),
     )
     report.write(out)
     return report
@@ -329,7 +340,13 @@ def gate_report(
         for level in run_levels[1:]
     ]
     report = Report(
-        name, quick, [check, *others], 0.0, [f"every other property: {why}"], run_levels
+        name,
+        quick,
+        [check, *others],
+        0.0,
+        [f"every other property: {why}"],
+        run_levels,
+        segments=privateshm.current().to_json(),
     )
     report.write(out)
     return report

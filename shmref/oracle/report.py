@@ -59,6 +59,8 @@ class Report:
     seed_levels: dict[str, str] = field(default_factory=dict)  # the seed's level results
     # with --expect: the file, what it expects and the results it does not (oracle.expectations)
     expectations: dict[str, Any] | None = None
+    # which /dev/shm the run's segments were on (shmref.oracle.privateshm.Segments)
+    segments: dict[str, str] | None = None
 
     def level_status(self, level: str) -> str:
         return level_status(self.checks, level, self.levels)
@@ -101,6 +103,7 @@ class Report:
                 for level in LEVELS
             },
             **({"expectations": self.expectations} if self.expectations is not None else {}),
+            **({"segments": self.segments} if self.segments is not None else {}),
         }
 
     def markdown(self, out: Path | None = None) -> str:
@@ -113,6 +116,8 @@ class Report:
             "result on the same property), refimpl and spec/ShmObjectStorage.tla.",
             "",
         ]
+        if self.segments is not None:
+            lines += [f"Segments: {self.segments['way']}, {self.segments['detail']}.", ""]
         summary = []
         for level in self.levels:
             failing = sum(1 for c in self.checks if c.level == level and c.status in BAD)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 
-from shmref.process.segments import held_among
+from shmref.process.segments import FileId, file_id, held_among
 
 SHM = Path("/dev/shm")
 
@@ -19,16 +20,21 @@ def shm_names() -> set[str]:
         return set()
 
 
-def held_inodes() -> set[int]:
-    """Inodes of /dev/shm files that any live process has open or mapped."""
+def held_inodes() -> set[FileId]:
+    """Device and inode of the /dev/shm files that any live process has open or mapped."""
     return held_among(None, (pid for pid in os.listdir("/proc") if pid.isdigit()))
 
 
-def orphans(before: set[str], settle: float = 0.0) -> list[str]:
-    """What appeared in /dev/shm since `before` that no live process holds;
-    with `settle`, still held by none that many seconds later (a sibling
-    child's segment between its last unmap and its unlink is not an orphan)."""
+def orphans(
+    before: set[str], settle: float = 0.0, within: Collection[str] | None = None
+) -> list[str]:
+    """What appeared in /dev/shm since `before` (and is among `within`, when
+    given) that no live process holds; with `settle`, still held by none that
+    many seconds later (a sibling child's segment between its last unmap and
+    its unlink is not an orphan)."""
     new = shm_names() - before
+    if within is not None:
+        new &= set(within)
     found: list[str] = []
     for look in range(2 if settle else 1):
         if look:
@@ -37,7 +43,7 @@ def orphans(before: set[str], settle: float = 0.0) -> list[str]:
         found = []
         for name in sorted(new):
             try:
-                if os.stat(SHM / name).st_ino not in held:
+                if file_id(str(SHM / name)) not in held:
                     found.append(name)
             except OSError:
                 continue
@@ -68,11 +74,11 @@ def group_gone(group: int, timeout: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def remove_orphans(before: set[str]) -> list[str]:
-    """Remove what appeared in /dev/shm since `before` and no live process
-    holds: what the dead child's processes left."""
+def remove_orphans(before: set[str], within: Collection[str] | None = None) -> list[str]:
+    """Remove what appeared in /dev/shm since `before` (among `within`) and no
+    live process holds: what the dead child's processes left."""
     removed = []
-    for name in orphans(before, settle=0.3):
+    for name in orphans(before, settle=0.3, within=within):
         try:
             (SHM / name).unlink()
             removed.append(name)

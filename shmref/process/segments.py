@@ -32,25 +32,35 @@ def names() -> frozenset[str]:
         return frozenset()
 
 
-def held_among(inodes: set[int] | None, pids: Iterable[str]) -> set[int]:
-    """Which of `inodes` (None: any /dev/shm file's) the processes `pids`
-    have open or mapped. By inode, not name: glibc's sem_open maps a
+FileId = tuple[int, int]  # (st_dev, st_ino): inode numbers alone repeat across tmpfs mounts
+
+
+def file_id(path: str) -> FileId:
+    """The file's identity (raises OSError when it is gone)."""
+    stat = os.stat(path)
+    return (stat.st_dev, stat.st_ino)
+
+
+def held_among(files: set[FileId] | None, pids: Iterable[str]) -> set[FileId]:
+    """Which of `files` (None: any /dev/shm file) the processes `pids` have
+    open or mapped. By device and inode, not name: glibc's sem_open maps a
     temporary file, then links it to the semaphore's name, so a mapping
-    shows another (deleted) name."""
-    held: set[int] = set()
+    shows another (deleted) name; and another run's private /dev/shm
+    (shmref.oracle.privateshm) numbers its inodes from the same start."""
+    held: set[FileId] = set()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
                 for line in maps:
                     if "/dev/shm/" in line:
                         fields = line.split()
-                        if (
-                            len(fields) > 4
-                            and fields[4].isdigit()
-                            and (inodes is None or int(fields[4]) in inodes)
-                        ):
-                            held.add(int(fields[4]))
-        except OSError:
+                        if len(fields) > 4 and fields[4].isdigit() and ":" in fields[3]:
+                            major, minor = fields[3].split(":", 1)
+                            device = os.makedev(int(major, 16), int(minor, 16))
+                            found = (device, int(fields[4]))
+                            if files is None or found in files:
+                                held.add(found)
+        except (OSError, ValueError):
             continue
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -59,9 +69,9 @@ def held_among(inodes: set[int] | None, pids: Iterable[str]) -> set[int]:
         for fd in fds:
             try:
                 if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(SHM + "/"):
-                    inode = os.stat(f"/proc/{pid}/fd/{fd}").st_ino
-                    if inodes is None or inode in inodes:
-                        held.add(inode)
+                    found = file_id(f"/proc/{pid}/fd/{fd}")
+                    if files is None or found in files:
+                        held.add(found)
             except OSError:
                 continue
     return held
@@ -90,10 +100,10 @@ def created_by(pid: int, candidates: Iterable[str]) -> list[str]:
     """Of the `candidates` (entries that appeared during the program's
     requests), those still there that no process other than the program
     `pid` (and its descendants) holds."""
-    inodes: dict[int, str] = {}
+    inodes: dict[FileId, str] = {}
     for name in candidates:
         try:
-            inodes[os.stat(f"{SHM}/{name}").st_ino] = name
+            inodes[file_id(f"{SHM}/{name}")] = name
         except OSError:
             continue  # gone already: nothing to account for
     if not inodes:

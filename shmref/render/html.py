@@ -90,6 +90,7 @@ class Page:
     not_run: list[str]
     notices: list[str]  # page-wide problems, each one line
     expectations: str = ""  # the file the results were judged by ("" if none)
+    segments: str = ""  # which /dev/shm the run used (shmref.oracle.privateshm)
 
     @property
     def has_seed(self) -> bool:
@@ -197,7 +198,15 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
         [str(n) for n in report.get("not_run", [])],
         notices,
         str(judged.get("file", "")),
+        segments_line(report.get("segments")),
     )
+
+
+def segments_line(segments: Any) -> str:
+    """The report's `segments` as one line ("" for a report without it)."""
+    if not isinstance(segments, dict):
+        return ""
+    return f"{segments.get('way', '?')}, {segments.get('detail', '')}"
 
 
 SEQUENCES = ("Falsifying example", "state = ", "replay of ", "TLC counterexample", "REJECTED")

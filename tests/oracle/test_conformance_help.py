@@ -59,6 +59,8 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
             )
         elif isinstance(action.default, float):
             found[option] = f"{action.default:g}"
+        elif isinstance(action.default, str) and action.choices:
+            found[option] = action.default
         elif isinstance(action.default, int) and not isinstance(action.default, bool):
             found[option] = str(action.default)
     return found
