@@ -3,7 +3,7 @@ PYTHON ?= python3
 IMPL ?= refimpl
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: ci wheel-check setup spec-traces check check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check vllm-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
+.PHONY: ci wheel-check setup spec-traces check spec-record check-deep check-sim test test-slow proofs fuzz bench bench-plots mutation-score conformance seed-snapshot findings findings-check vllm-check lint clean native native-mutants native-conformance rust rust-mutants rust-test rust-conformance ci-time
 
 setup:
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
@@ -16,16 +16,21 @@ setup:
 	  || echo "chromium could not be installed: the browser test will say it is not run"; }
 
 # The TLC output the oracle replays, made once from the spec and shipped in the
-# package (shmref/spec/traces/: each hazard's counterexamples, the simulation
+# package (spec/traces/, shmref/spec/traces/ in the wheel: each hazard's counterexamples, the simulation
 # corpora, MCRing's state graph); a test fails naming this target when the spec
 # changed since. ONLY=MCCopyFail remakes one model's entries.
 spec-traces: setup
 	$(PYTHON) -m shmref.docgen.spec_traces $(foreach name,$(ONLY),--only $(name))
 
-# make check MODEL=MCRing runs one model; a full run records the measured
-# states/depth/time in spec/models.toml and regenerates spec/README.md's table.
+# make check MODEL=MCRing runs one model; what a run measures goes to
+# build/tlc/measured.json, and the checkout stays as it was. make spec-record:
+# a full run that records the measured states/depth/time in spec/models.toml
+# and regenerates spec/README.md's table (tests hold the states to the record).
 check: setup
-	$(PYTHON) -m shmref check $(if $(MODEL),--only $(MODEL),--record)
+	$(PYTHON) -m shmref check $(if $(MODEL),--only $(MODEL))
+
+spec-record: setup
+	$(PYTHON) -m shmref check --record
 
 # The deep profiles (models.toml: deep = true) on TLC's distributed mode:
 # a TLCServer and WORKERS local TLCWorkers; workers on other machines join

@@ -14,7 +14,7 @@ while a slower reader still reads it; refimpl refuses most such reads with
 `ValueError`, and the residual that FINDINGS H1 names (a writer step between
 the re-check and the count's increment) shows up as torn objects.
 
-`run(impl_name, puts)` is used by tests/refimpl/test_stress.py (a small count) and by
+`run(impl_name, puts)` is used by tests/bench/test_stress.py (a small count) and by
 `python -m bench` (10**5 puts, refimpl and the seed side by side).
 """
 
@@ -263,7 +263,7 @@ def guarantees_markdown(repo: Path, puts: int) -> str:
         f"  - A1 broken ({REREAD_A1_BROKEN:.0%} of reads repeated), for the record: "
         "reads of reclaimed chunks are refused with `ValueError`, and FINDINGS H1's "
         "residual remains (a late increment can tear the next object: "
-        f"`tests/refimpl/test_stress.py`): {broken.line()}",
+        f"`tests/bench/test_stress.py`): {broken.line()}",
         f"  - segments left in /dev/shm by all of the above: {len(shmtrack.leaked())} "
         f"(of {len(shmtrack.created())} created or mapped)",
     ]

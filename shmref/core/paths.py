@@ -1,8 +1,9 @@
 """Where shmref finds its files and keeps its caches, installed or checked out.
 
-The spec (`shmref/spec`, shown as `spec/` at the top of a checkout) and the
-conformance suite (`shmref/suite`) are package data, found through
-`importlib.resources`, so a wheel carries everything the oracle needs.
+The spec (`spec/` at the top of a checkout, `shmref/spec/` inside a wheel)
+and the conformance suite (`shmref/suite`) are package data, found through
+`importlib.resources` or beside the package, so a wheel carries everything
+the oracle needs.
 Generated things (TLC traces, the seed's module, mutants) go to a user
 cache directory, one folder per spec version, never to the current folder.
 """
@@ -25,7 +26,8 @@ def _package_dir(package: str) -> Path:
 
 
 PACKAGE_DIR = _package_dir("shmref")
-SPEC_DIR = PACKAGE_DIR / "spec"
+# a wheel's copy inside the package, else the checkout's (pyproject maps spec/ there)
+SPEC_DIR = PACKAGE_DIR / "spec" if (PACKAGE_DIR / "spec").is_dir() else PACKAGE_DIR.parent / "spec"
 SUITE_DIR = PACKAGE_DIR / "suite"
 REFIMPL_DIR = _package_dir("refimpl")
 

@@ -84,7 +84,7 @@ PICTURES: tuple[Picture, ...] = (
 REPO = checkout() or Path.cwd()  # docs/ lives in a shmref checkout
 FOLDER = REPO / "docs" / "pictures"
 SPEC_README = SPEC_DIR / "README.md"
-SPEC_TO_REPO = "../../"  # spec/README.md is shmref/spec/README.md
+SPEC_TO_REPO = "../"  # from spec/README.md to the checkout's root
 
 
 def counterexample(picture: Picture) -> Trace:

@@ -1,6 +1,6 @@
 """`make spec-traces`: TLC's counterexamples, simulation corpora and state
 graph that the oracle replays, made once from the spec into
-`shmref/spec/traces/` (read by shmref.traces.shipped).
+`spec/traces/` (read by shmref.traces.shipped).
 
 Each hazard (and picture) model gets the counterexample of TLC's
 breadth-first search with one worker (the shortest; stable for a safety

@@ -11,7 +11,7 @@ where the argument has a wrong Python type; a returned value or any other
 exception is counted, and every object put before the fuzz must still read
 back intact after each batch.
 
-Used by tests/refimpl/test_fuzz.py (normal mode and `python -O`), by `make fuzz`
+Used by tests/fuzzing/test_fuzz.py (normal mode and `python -O`), by `make fuzz`
 (``python -m shmref fuzz --calls N --random``) and offered to other
 implementations by the oracle as a hardened-level property.
 """

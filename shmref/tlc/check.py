@@ -12,7 +12,7 @@ model did what the manifest says.
     python -m shmref check --quick         # small models only (tests)
     python -m shmref check --only MCRing   # one model (repeatable)
     python -m shmref check --spec-dir DIR  # e.g. a deliberately broken copy
-    python -m shmref check --record        # also rewrite the measured columns
+    python -m shmref check --record        # also rewrite the measured columns (make spec-record)
                                            # and spec/README.md's models table
     python -m shmref check --jobs 1        # one model at a time, all workers each
 
@@ -28,6 +28,7 @@ The raw `-tool` output of each run goes to `<out>/<model>.out` (default
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -234,6 +235,23 @@ def _record(manifest: Manifest, results: Sequence[Result], run: CheckRun | None)
     print(f"check: recorded {len(runs)} model(s) in {manifest.path.name} and README.md", flush=True)
 
 
+def write_measured(path: Path, results: Sequence[Result], total: float) -> None:
+    """What this run measured, under build/ (not the tracked manifest: a
+    plain `make check` leaves the checkout as it found it; `make
+    spec-record` writes them into spec/models.toml and spec/README.md)."""
+    measured = {
+        r.model.name: {
+            "verdict": r.verdict,
+            "distinct": r.run.distinct_states if r.run else None,
+            "depth": r.run.depth if r.run else None,
+            "seconds": round(r.run.seconds, 1) if r.run else None,
+        }
+        for r in results
+    }
+    path.write_text(json.dumps({"seconds": round(total, 1), "models": measured}, indent=1) + "\n")
+    print(f"check: measured in {path} (`make spec-record` records them)", flush=True)
+
+
 def run_models(
     models: Sequence[Model],
     spec_dir: Path,
@@ -304,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run_models(models, spec_dir, out_dir, args.jobs, args.workers, args.timeout)
     bad = [r for r in results if not r.good]
     total = time.monotonic() - t0
+    write_measured(out_dir / "measured.json", results, total)
     if args.record:
         full = not args.only and not args.quick and not bad
         jobs = max(1, args.jobs)

@@ -24,7 +24,7 @@ INVARIANT = "invariant"
 LIVENESS = "liveness"
 EXPECTS = (PASS, INVARIANT, LIVENESS)
 
-TABLE_BEGIN = "<!-- models table: generated from spec/models.toml by `make check` -->"
+TABLE_BEGIN = "<!-- models table: generated from spec/models.toml by `make spec-record` -->"
 TABLE_END = "<!-- end of models table -->"
 
 
@@ -82,7 +82,7 @@ class CheckRun:
 
     def line(self) -> str:
         return (
-            f"Last full `make check` (recorded by `--record`): {self.models} models in "
+            f"Last full `make spec-record`: {self.models} models in "
             f"{self.seconds:.0f} s of wall time, {self.jobs} at a time on {self.cores} cores."
         )
 
@@ -249,7 +249,7 @@ def drift(model: Model, distinct: int | None, tolerance: float) -> str | None:
     if abs(distinct - expected) > tolerance * expected:
         return (
             f"{model.name}: {distinct:,} distinct states, the manifest says {expected:,} "
-            f"(tolerance {tolerance:.0%}): run `make check` to record, or fix the model"
+            f"(tolerance {tolerance:.0%}): run `make spec-record` to record, or fix the model"
         )
     return None
 

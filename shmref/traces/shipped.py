@@ -1,5 +1,6 @@
 """TLC's output that the oracle replays, made once from the spec and shipped
-in the package (`shmref/spec/traces/`, made by `make spec-traces`).
+in the package (`spec/traces/`, `shmref/spec/traces/` in a wheel; made by
+`make spec-traces`).
 
 Which counterexample TLC draws for a property depends on the run: it draws
 a seed and a fingerprint per run and checks liveness at moments the clock

@@ -35,9 +35,10 @@ def test_every_picture_has_its_place_in_the_documents() -> None:
             assert f"<!-- BEGIN GENERATED: picture-{finding} " in doc
             assert f"docs/pictures/{picture.model}.svg" in doc
     readme = pictures.SPEC_README.read_text(encoding="utf-8")
-    assert readme == findings.render(readme, pictures.for_doc(pictures.sections("../../"), readme))
+    wanted = pictures.for_doc(pictures.sections(pictures.SPEC_TO_REPO), readme)
+    assert readme == findings.render(readme, wanted)
     for picture in pictures.PICTURES:
-        assert f"../../docs/pictures/{picture.model}.svg" in readme
+        assert f"{pictures.SPEC_TO_REPO}docs/pictures/{picture.model}.svg" in readme
 
 
 def test_a_stale_svg_is_caught_and_redrawn(tmp_path: Path) -> None:

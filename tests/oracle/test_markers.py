@@ -15,10 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 QUICK_TLC = "tests/spec/test_tlc.py::test_passing_model"
 SLOW_TLC = "tests/oracle/test_conformance.py::TestCli::test_refimpl_passes_every_level"
 PURE = "tests/spec/test_tlc.py::test_frozen_dict"
-SLOW_PURE = "tests/refimpl/test_fuzz.py::test_fuzz_gets_only_clear_errors[all]"
-QUICK_PURE = "tests/refimpl/test_fuzz.py::test_fuzz_gets_only_clear_errors[some]"
+SLOW_PURE = "tests/fuzzing/test_fuzz.py::test_fuzz_gets_only_clear_errors[all]"
+QUICK_PURE = "tests/fuzzing/test_fuzz.py::test_fuzz_gets_only_clear_errors[some]"
 # files collected with or without Java (test_check and test_deep skip as modules without it)
-FILES = ["tests/spec/test_tlc.py", "tests/oracle/test_conformance.py", "tests/refimpl/test_fuzz.py"]
+FILES = ["tests/spec/test_tlc.py", "tests/oracle/test_conformance.py", "tests/fuzzing/test_fuzz.py"]
 
 
 def collected(expression: str) -> set[str]:

@@ -36,7 +36,7 @@ def statuses(name: str, impl: object, hazard: Hazard) -> dict[str, str]:
 
 
 def test_every_shipped_entry_is_current_with_the_spec() -> None:
-    assert shipped.stale() == [], "run `make spec-traces` and commit shmref/spec/traces"
+    assert shipped.stale() == [], "run `make spec-traces` and commit spec/traces"
 
 
 def test_an_edited_spec_makes_exactly_its_models_stale(tmp_path: Path) -> None:
