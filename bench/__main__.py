@@ -33,7 +33,7 @@ from bench import (
     tlcbench,
 )
 from bench.common import BENCH_DIR, REPO, cleanup_guard, load_native, progress
-from shmref.testing import shmtrack
+from shmref.session import shmtrack
 
 SECTIONS = ("store", "cpu", "instructions", "tlc", "replay", "mutants", "conformance", "rust")
 # Minutes each (valgrind; four conformance runs): --quick runs them only when named.

@@ -17,7 +17,7 @@ from typing import Any
 from refimpl.serde import MsgpackOnlySerde
 from shmref.core.paths import SPEC_DIR as SPEC_DIR  # the spec as shmref finds it
 from shmref.seed.impl import load_impl
-from shmref.testing import shmtrack
+from shmref.session import shmtrack
 
 # Every store is measured with one serde, refimpl's msgpack-only one (a bytes value
 # stored as it is), whatever its default: the bench measures stores, not serdes (the

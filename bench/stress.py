@@ -224,7 +224,7 @@ def _fault_outcomes(repo: Path) -> list[str]:
 
 def guarantees_markdown(repo: Path, puts: int) -> str:
     from shmref.fuzzing.fuzz import fuzz
-    from shmref.testing import shmtrack
+    from shmref.session import shmtrack
 
     shmtrack.start()
     normal = fuzz(load_impl("refimpl")).summary()

@@ -35,7 +35,7 @@ import pytest
 
 if TYPE_CHECKING:
     from shmref.oracle.expectations import Expectations
-    from shmref.testing.shrinkbudget import ShrinkBudget
+    from shmref.session.shrinkbudget import ShrinkBudget
 
 IMPL_ENV = "SHMREF_IMPL"
 TEST_TIMEOUT = 600.0
@@ -226,9 +226,9 @@ def use_suite_settings(config: pytest.Config) -> None:
     """The leak guard and the suite's Hypothesis profile, for this session."""
     from hypothesis import settings
 
-    from shmref.testing import profiles
+    from shmref.session import profiles
 
-    config.pluginmanager.import_plugin("shmref.testing.leaks")
+    config.pluginmanager.import_plugin("shmref.session.leaks")
     config.pluginmanager.register(TestTimeout(config.getoption("shmref_test_timeout")))
     name = config.getoption("shmref_profile") or os.environ.get(PROFILE_ENV) or profiles.CI
     if name not in profiles.KNOWN:
@@ -325,7 +325,7 @@ PROPERTY = pytest.StashKey[str]()
 
 def shrink_budget(config: pytest.Config) -> ShrinkBudget:
     """The session's shrink budget from `--shmref-shrink-budget`; a bad one is a usage error."""
-    from shmref.testing.shrinkbudget import ShrinkBudget, parse_budget
+    from shmref.session.shrinkbudget import ShrinkBudget, parse_budget
 
     text = config.getoption("shmref_shrink_budget")
     try:

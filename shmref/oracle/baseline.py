@@ -24,6 +24,7 @@ from typing import Any
 from shmref import tlc
 from shmref.core.levels import SEED_ABSENT
 from shmref.core.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir
+from shmref.oracle.descendants import child_env
 from shmref.oracle.report import Report
 from shmref.oracle.verdict import CRASH, ERROR, NOT_RUN, RUN_CHECKS, TIMEOUT, Check
 from shmref.seed.aliases import SEED_ALIAS
@@ -94,16 +95,12 @@ class SeedBaseline:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self._env(),
+                env=child_env(),
             )
 
     def _seed_run(self, out: Path, only: Sequence[str] = ()) -> list[str]:
         command = [*self.command(), "--no-baseline", "--no-shrink"]  # only its verdicts are used
         return [*command, "--out", str(out), *self.args, *(a for n in only for a in ("--only", n))]
-
-    @staticmethod
-    def _env() -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
     def rerun_accidents(self, made: Path) -> None:
         """Run again what came out ERROR, CRASH or TIMEOUT in the seed's report
@@ -122,7 +119,7 @@ class SeedBaseline:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self._env(),
+                env=child_env(),
                 check=False,
             )
         second = again / "conformance.json"

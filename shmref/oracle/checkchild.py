@@ -38,7 +38,7 @@ def check(module: str, run: str | None = None) -> int:
     from shmref.process import channel, segments
     from shmref.process.messages import ProgramFailure
     from shmref.seed.impl import load_impl
-    from shmref.testing import leaks
+    from shmref.session import leaks
 
     hold()  # whatever this child starts is ended with it (shmref.oracle.descendants)
     if run is not None:
@@ -70,7 +70,8 @@ def check(module: str, run: str | None = None) -> int:
     channel.close_all()
     # what the program left is said with its failure (shmref.process.channel)
     leaked = sorted(set(leaks.leaked()) | set(channel.removed() if failure is None else ()))
-    leaks.remove(leaked)
+    for name in leaked:
+        segments.unlink(name)
     problem = (
         f"{module}: lacks what the contract (shmref.contract) requires: " + ", ".join(lacking)
         if lacking and failure is None

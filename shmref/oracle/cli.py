@@ -64,7 +64,7 @@ from shmref.oracle.conformance_run import (
     property_problem,
     run,
 )
-from shmref.oracle.console import finish, hazard_said
+from shmref.oracle.console import hazard_said, print_summary
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
@@ -75,7 +75,7 @@ from shmref.oracle.verdict import (
     LEVELS,
     PROTOCOL,
 )
-from shmref.testing.shrinkbudget import parse_budget
+from shmref.session.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
 from shmref.traces.shipped import ShippedError
 
@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = gate_report(name, out, args.quick, levels, gate, time.monotonic() - started)
         first = (gate.detail.splitlines() or [""])[0]  # the rest is in the report
         print(f"{gate.name}: {gate.status}: {first}", file=sys.stderr)
-        return finish(report, out)
+        return print_summary(report, out)
     judge = functools.partial(
         run,
         name,
@@ -387,14 +387,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         config=config,
     )
     try:
-        report = gating.finish(judge, out, args, expect)
+        report = gating.run_with_repeats(judge, out, args, expect)
     except KeyboardInterrupt:
         print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
         return 130
     if args.hazard:
         source = supplied.source if supplied else "the model's shipped counterexamples"
         return hazard_said(report, hazards[args.hazard], source, out)
-    finish(report, out)
+    print_summary(report, out)
     if verdict := gating.said(report, args):
         print(verdict)
     return 0 if report.gate else 1

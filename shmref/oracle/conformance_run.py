@@ -46,7 +46,7 @@ from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
 from shmref.seed.aliases import alias_of, is_seed
 from shmref.seed.build import SeedError
-from shmref.testing import profiles
+from shmref.session import profiles
 
 DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then shrink for up
 # to 300 s (Hypothesis's own bound), on a core that CI shares; a hung call is caught

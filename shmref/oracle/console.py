@@ -29,7 +29,7 @@ def hazard_said(report: Report, hazard: Hazard, source: str, out: Path) -> int:
     return 0 if check.status in (PASS, ASSUMPTION) else 1
 
 
-def finish(report: Report, out: Path) -> int:
+def print_summary(report: Report, out: Path) -> int:
     """The levels' table, where the report is, and the exit status."""
     rows = []
     for level in report.levels:

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from shmref.core.runconfig import RunConfig, running
-from shmref.oracle.descendants import become_subreaper, end_adopted, end_tree
-from shmref.oracle.isolation import child_env, signal_text
-from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
+from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
+from shmref.oracle.isolation import signal_text
+from shmref.oracle.shmclean import group_gone, remove_orphans
 from shmref.oracle.verdict import CRASH, FAIL, SEED, TIMEOUT, Check
 from shmref.process import has_programs
+from shmref.process.segments import names as shm_names
 
 NAME = "the contract check"
 WHAT = (

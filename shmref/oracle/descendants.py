@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
@@ -188,3 +189,9 @@ def hold() -> None:
         except ChildProcessError:
             break
     _exit_as(status)
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment, with this process's import path (the
+    implementation and shmref import in a child as they did here)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}

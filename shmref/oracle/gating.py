@@ -84,7 +84,7 @@ def expected(args: argparse.Namespace) -> Expectations | int | None:
         return 2
 
 
-def finish(
+def run_with_repeats(
     judge: Callable[..., Report],
     out: Path,
     args: argparse.Namespace,

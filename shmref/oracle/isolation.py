@@ -29,10 +29,11 @@ from typing import Any
 
 from shmref.calls.callstream import calls_file, crash_trace
 from shmref.core.runconfig import RunConfig
-from shmref.oracle.descendants import become_subreaper, end_adopted, end_tree
-from shmref.oracle.shmclean import group_gone, remove_orphans, shm_names
+from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
+from shmref.oracle.shmclean import group_gone, remove_orphans
 from shmref.oracle.verdict import CRASH, TIMEOUT
 from shmref.process import has_programs
+from shmref.process.segments import names as shm_names
 from shmref.render.sink import FOLDER, file_name, save
 
 POLL = 0.1  # seconds between looks at the child
@@ -73,12 +74,6 @@ class Outcome:
         known = self.cases.get(node)
         if known is None or self.RANK[status] > self.RANK[known["status"]]:
             self.cases[node] = {"node": node, "status": status, "text": text}
-
-
-def child_env() -> dict[str, str]:
-    """This process's environment, with this process's import path (the
-    implementation and shmref import in the child as they did here)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
 def signal_text(code: int) -> str:

@@ -6,18 +6,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from shmref.process.segments import FileId, file_id, held_among
+from shmref.process.segments import FileId, file_id, held_among, names
 
 SHM = Path("/dev/shm")
-
-
-def shm_names() -> set[str]:
-    try:
-        return set(os.listdir(SHM))
-    except OSError:
-        return set()
 
 
 def held_inodes() -> set[FileId]:
@@ -26,13 +20,13 @@ def held_inodes() -> set[FileId]:
 
 
 def orphans(
-    before: set[str], settle: float = 0.0, within: Collection[str] | None = None
+    before: AbstractSet[str], settle: float = 0.0, within: Collection[str] | None = None
 ) -> list[str]:
     """What appeared in /dev/shm since `before` (and is among `within`, when
     given) that no live process holds; with `settle`, still held by none that
     many seconds later (a sibling child's segment between its last unmap and
     its unlink is not an orphan)."""
-    new = shm_names() - before
+    new = set(names() - before)
     if within is not None:
         new &= set(within)
     found: list[str] = []
@@ -74,7 +68,7 @@ def group_gone(group: int, timeout: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def remove_orphans(before: set[str], within: Collection[str] | None = None) -> list[str]:
+def remove_orphans(before: AbstractSet[str], within: Collection[str] | None = None) -> list[str]:
     """Remove what appeared in /dev/shm since `before` (among `within`) and no
     live process holds: what the dead child's processes left."""
     removed = []

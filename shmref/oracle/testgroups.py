@@ -34,8 +34,8 @@ from shmref.oracle.verdict import (
     shell_impl,
 )
 from shmref.render.sink import case_of
-from shmref.testing import profiles
-from shmref.testing.shrinkbudget import note_in
+from shmref.session import profiles
+from shmref.session.shrinkbudget import note_in
 
 __all__ = [
     "NOT_RUN_GROUPS",

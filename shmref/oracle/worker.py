@@ -43,7 +43,7 @@ from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_
 from shmref.oracle.verdict import ERROR, PROTOCOL, Check
 from shmref.process import channel
 from shmref.process.messages import ProgramFailure
-from shmref.testing import shrinkbudget
+from shmref.session import shrinkbudget
 from shmref.traces.recorder import record
 
 RECORDING_UNIT = (PROTOCOL, "trace validation")

@@ -3,8 +3,8 @@ one of its requests was in flight, and is held by the program or by no
 process at all (one nobody holds was made and dropped in its request: a
 constructor that fails after `shm_open` leaves a segment no reply names).
 The oracle accounts for every one: charged to the test that made it, as a
-Python store's `SharedMemory` is (shmref.testing.leaks), and removed when
-the program ends.
+Python store's `SharedMemory` is (shmref.session.leaks, which takes them
+from `found`), and removed when the program ends.
 
 Each request notes the names that appeared (two directory listings) and,
 only when some did, who holds them: an entry another process holds then is
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 SHM = "/dev/shm"
 
-# Called with each name a program is found to have created (the leak guard
-# of shmref.testing.leaks registers here: a higher layer listening).
-CREATED_HOOKS: list[Callable[[str], None]] = []
+# Each name a program was found to have created, until `found` takes it
+# (the leak guard of shmref.session.leaks asks; nothing here calls up).
+_FOUND: list[str] = []
 
 
 def names() -> frozenset[str]:
@@ -138,15 +138,13 @@ class Ledger:
         self.candidates |= appeared
 
     def settle(self) -> list[str]:
-        """The program's new entries (each told to CREATED_HOOKS once)."""
+        """The program's new entries (each queued for `found` once)."""
         if not self.candidates or not self.pid:
             return []
         found = [n for n in created_by(self.pid, self.candidates - self.own) if n not in self.own]
         self.candidates.clear()
         self.own.update(found)
-        for name in found:
-            for hook in CREATED_HOOKS:
-                hook(name)
+        _FOUND.extend(found)
         return found
 
 
@@ -157,6 +155,13 @@ def settle_all() -> None:
     """Every program's entries accounted for (a test's end: its leaks)."""
     for ledger in list(LEDGERS):
         ledger.settle()
+
+
+def found() -> list[str]:
+    """The entries programs were found to have created since the last call."""
+    taken = list(_FOUND)
+    del _FOUND[: len(taken)]
+    return taken
 
 
 def unlink(name: str) -> bool:

@@ -25,7 +25,7 @@ from hypothesis.errors import NoSuchExample
 
 from refimpl.serde import MsgpackOnlySerde
 from shmref.docgen import findings
-from shmref.testing import leaks as shmleaks
+from shmref.session import leaks as shmleaks
 
 Audit = Callable[[ModuleType, Any], "str | None"]
 Audits = dict[str, tuple[Audit, st.SearchStrategy[Any]]]

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from refimpl.serde import MsgpackOnlySerde
-from shmref.testing import leaks as shmleaks
+from shmref.session import leaks as shmleaks
 
 ODD_NUMBERS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=32),

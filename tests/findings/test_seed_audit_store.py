@@ -31,7 +31,7 @@ from hypothesis import find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from shmref.testing import leaks as shmleaks
+from shmref.session import leaks as shmleaks
 
 __all__ = ["seed"]  # the fixture, used by name
 

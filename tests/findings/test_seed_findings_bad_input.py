@@ -214,7 +214,7 @@ def _segments_left_by_bad_size(mod: ModuleType) -> set[str]:
     """Segments this process created (the leak-guard plugin, which also sees a
     creation that fails before sizing the segment; other processes' segments
     are not blamed) that the failed constructor left behind."""
-    from shmref.testing import leaks as shmleaks
+    from shmref.session import leaks as shmleaks
 
     shmleaks.start()
     before = shmleaks.created()

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from shmref.oracle.conformance_run import selected_groups
-from shmref.oracle.shmclean import orphans, shm_names
+from shmref.oracle.shmclean import orphans
 from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT
+from shmref.process.segments import names as shm_names
 from shmref.render import sink
 
 REPO = Path(__file__).resolve().parents[2]

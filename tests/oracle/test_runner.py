@@ -23,7 +23,7 @@ from shmref.oracle.shards import Claims, rank
 from shmref.oracle.testgroups import TEST_GROUPS, pytest_checks
 from shmref.oracle.verdict import HARDENED, PROTOCOL, SEED
 from shmref.seed.mutants import build_mutant
-from shmref.testing.shrinkbudget import ShrinkBudget, note_in, parse_budget
+from shmref.session.shrinkbudget import ShrinkBudget, note_in, parse_budget
 
 MUTANT = "free_rule_without_n_readers"
 MACHINE = "test_stateful.py::test_store_machine[fixed]"
@@ -147,7 +147,7 @@ def test_the_budget_reaches_this_hypothesis() -> None:
     def fails(xs: list[int]) -> None:
         assert sum(xs) < 1000
 
-    from shmref.testing import shrinkbudget
+    from shmref.session import shrinkbudget
 
     previous = shrinkbudget.active()
     for seconds, cut in ((0.0, True), (60.0, False)):

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from shmref.oracle.shmclean import orphans, shm_names
+from shmref.oracle.shmclean import orphans
+from shmref.process.segments import names as shm_names
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "tests" / "programs" / "misbehaving_store.py"

@@ -19,10 +19,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from shmref.oracle.shmclean import orphans, shm_names
+from shmref.oracle.shmclean import orphans
 from shmref.process import SCHEMA_PATH
 from shmref.process.messages import ProgramCrashed, ProgramFailure, ProgramTimeout, ProtocolError
 from shmref.process.mixed import mixed_name
+from shmref.process.segments import names as shm_names
 from shmref.seed.impl import load_impl
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from shmref.oracle.shmclean import orphans, shm_names
+from shmref.oracle.shmclean import orphans
+from shmref.process.segments import names as shm_names
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = "exec:python3 -m shmref.process.serve refimpl"

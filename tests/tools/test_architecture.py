@@ -44,6 +44,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("names and places", ("shmref", "shmref.core")),
     ("the written contract", ("shmref.contract",)),
     ("stores in other processes: the protocol", ("shmref.process",)),
+    (
+        "what a run of the suite is held to: profiles, shrink budget, leak guard",
+        ("shmref.session",),
+    ),
     ("TLC and the model checker", ("shmref.tlc",)),
     ("the seed, its port and mutants", ("shmref.seed",)),
     ("driving a store", ("shmref.store",)),
@@ -467,14 +471,14 @@ def test_a_function_level_import_is_an_import() -> None:
 
 
 def test_importing_a_submodule_runs_its_package() -> None:
-    modules = ["shmref", "shmref.testing", "shmref.testing.profiles", "shmref.oracle.worker"]
+    modules = ["shmref", "shmref.session", "shmref.session.profiles", "shmref.oracle.worker"]
     edges = imports_of(
         "shmref.oracle.worker",
-        "from shmref.testing import profiles\n",
+        "from shmref.session import profiles\n",
         modules,
         is_package=False,
     )
-    assert edges == {"shmref.testing", "shmref.testing.profiles"}
+    assert edges == {"shmref.session", "shmref.session.profiles"}
 
 
 def test_an_upward_import_is_found() -> None:

@@ -41,20 +41,21 @@ def _recording_init(
             _maybe_live.add(self._name)
 
 
-def _program_created(name: str) -> None:
-    """A store program behind the process protocol created `name` (found by
-    shmref.process.segments): charged to the running test, as our own are,
-    named as SharedMemory names them (a leading slash)."""
-    _created.setdefault("/" + name.lstrip("/"), owner)
-    _maybe_live.add("/" + name.lstrip("/"))
+def _take_program_segments() -> None:
+    """What store programs behind the process protocol were found to have
+    created (shmref.process.segments) since last asked: charged to the
+    running test, as our own are, named as SharedMemory names them (a
+    leading slash)."""
+    for name in segments.found():
+        _created.setdefault("/" + name.lstrip("/"), owner)
+        _maybe_live.add("/" + name.lstrip("/"))
 
 
 def start() -> None:
     """Record every segment this process, or a store program it talks to,
     creates from now on (idempotent)."""
     shared_memory.SharedMemory.__init__ = _recording_init  # type: ignore[method-assign]
-    if _program_created not in segments.CREATED_HOOKS:
-        segments.CREATED_HOOKS.append(_program_created)
+    segments.found()  # what programs made before: not this session's to charge
 
 
 def created() -> set[str]:
@@ -67,17 +68,9 @@ def creator(name: str) -> str:
     return _created.get(name, "(unknown)")
 
 
-def remove(names: list[str]) -> None:
-    """Unlink leaked segments (after they were reported)."""
-    for name in names:
-        try:
-            os.unlink(f"/dev/shm/{name.lstrip('/')}")
-        except FileNotFoundError:
-            pass
-
-
 def leaked() -> set[str]:
     """Segments this process created that still exist."""
+    _take_program_segments()
     gone = {n for n in _maybe_live if not os.path.exists(f"/dev/shm/{n.lstrip('/')}")}
     _maybe_live.difference_update(gone)
     return set(_maybe_live)
@@ -103,7 +96,8 @@ def no_segment_leaked_by_this_test(request: pytest.FixtureRequest) -> Iterator[N
     segments.settle_all()  # what a store program made in this test, found now
     mine = sorted(n for n in leaked() if creator(n) == request.node.nodeid)
     if mine:
-        remove(mine)
+        for name in mine:
+            segments.unlink(name)
         pytest.fail(f"test leaked shared-memory segments: {', '.join(mine)} (removed)")
 
 
@@ -111,8 +105,10 @@ def no_segment_leaked_by_this_test(request: pytest.FixtureRequest) -> Iterator[N
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     """Segments are charged to the test that creates them (`creator`)."""
     global owner
+    _take_program_segments()  # found between tests: charged to none of them
     owner = item.nodeid
     try:
         return (yield)
     finally:
+        _take_program_segments()
         owner = "(outside any test)"

@@ -7,7 +7,7 @@ segment this process sized (created) or mapped is recorded; "leaked" is one
 of those that still exists. Comparing /dev/shm before and after instead would
 blame us for the segments other processes create meanwhile.
 (The test session's stricter guard, which also sees a creation that fails
-before its first ftruncate, is the plugin tests/shmleaks.py.)
+before its first ftruncate, is the plugin shmref.session.leaks.)
 """
 
 from __future__ import annotations
