@@ -404,6 +404,51 @@ def test_the_toolkit_exports_only_its_documented_names() -> None:
     assert call_recording_in(PACKAGE / "calls") == sorted(CALL_RECORDING)
 
 
+TOOLKIT = "shmref.testing"
+
+
+def toolkit_plumbing(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """What makes shmref.testing more than the implementers' toolkit: a module
+    of it that its `__init__` does not reach (plumbing for someone else), or
+    one the oracle or the suite-run plumbing (shmref.session) imports."""
+    reached, todo = set(), [TOOLKIT]
+    while todo:
+        module = todo.pop()
+        for target in graph.get(module, ()):
+            if within(target, TOOLKIT) and target not in reached:
+                reached.add(target)
+                todo.append(target)
+    stray = [
+        f"{m} is not reached from {TOOLKIT}'s __init__"
+        for m in sorted(graph)
+        if within(m, TOOLKIT) and m != TOOLKIT and m not in reached
+    ]
+    return stray + [
+        f"{m} imports {target}"
+        for m, targets in sorted(graph.items())
+        if within(m, "shmref.oracle") or within(m, "shmref.session")
+        for target in sorted(targets)
+        if within(target, TOOLKIT)
+    ]
+
+
+def test_the_toolkit_holds_the_toolkit_only(sources: dict[str, str]) -> None:
+    assert toolkit_plumbing(import_graph(sources)) == []
+
+
+def test_plumbing_in_the_toolkit_is_found() -> None:
+    graph = {
+        TOOLKIT: {"shmref.testing.machine"},
+        "shmref.testing.machine": set(),
+        "shmref.testing.shrinkbudget": set(),
+        "shmref.oracle.worker": {"shmref.testing.shrinkbudget"},
+    }
+    assert toolkit_plumbing(graph) == [
+        "shmref.testing.shrinkbudget is not reached from shmref.testing's __init__",
+        "shmref.oracle.worker imports shmref.testing.shrinkbudget",
+    ]
+
+
 def is_dunder(path: Path) -> bool:
     return path.stem.startswith("__") and path.stem.endswith("__")
 
