@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -153,9 +154,11 @@ def run(quick: bool, n_readers: int = 1) -> dict[str, Any]:
     if not BIN.exists():
         return {"why_not": f"{BIN.relative_to(REPO)} not built (`make rust` needs cargo)"}
     reps = 3 if quick else 11
+    load = [os.getloadavg()[0]]
     rate = measure(n_readers, reps, (1 << 20) if quick else (8 << 20))
     pace = own_pace(reps, (2 << 20) if quick else (32 << 20), 5000 if quick else 20000)
-    return {"readers": n_readers, "reps": reps, "rate": rate, "own_pace": pace}
+    load.append(os.getloadavg()[0])  # the machine's other work: rates swing with it, ratios less
+    return {"readers": n_readers, "reps": reps, "rate": rate, "own_pace": pace, "load": load}
 
 
 def main(argv: list[str] | None = None) -> int:

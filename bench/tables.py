@@ -229,6 +229,14 @@ def rust_tables(section: dict[str, Any]) -> list[str]:
     if "why_not" in section:
         return head + [f"Not measured: {section['why_not']}."]
     out = head + _rust_own_pace(section.get("own_pace"))
+    if "load" in section:
+        low, high = section["load"]
+        out += [
+            f"Both tables are of one run, at a load average of {low:.1f} to {high:.1f} "
+            "(other work on the machine beside it): the rates swing with the load, the ratios "
+            "of contenders that ran back to back much less.",
+            "",
+        ]
     rows = [
         [label, f"{r['rust']:,.0f}", f"{r['seed']:,.0f}", f"**{r['rust'] / r['seed']:.2f}**"]
         for label, r in section["rate"].items()
