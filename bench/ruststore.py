@@ -95,8 +95,9 @@ def own_pace(reps: int, budget: int, max_count: int) -> dict[str, Any]:
     """size label -> {count, rust, seed (median put+get/s by each one's clock),
     paired (median Rust / seed within a repetition), quartiles, rust_round_trip
     (put+get/s with the request and its reply)}; or {why_not}."""
-    from shmref.process.benchcheck import CAPABILITY, Bench, Checkers
+    from shmref.process.benchcheck import CAPABILITY, Bench, Checkers, UncheckedWork
     from shmref.process.channel import Program
+    from shmref.process.messages import ProgramFailure
 
     programs: dict[str, Program] = {}
     checkers = Checkers(1)
@@ -136,6 +137,8 @@ def own_pace(reps: int, budget: int, max_count: int) -> dict[str, Any]:
                 "rust_round_trip": statistics.median(trips),
             }
         return {"reps": reps, "checked_by": checkers.readers, "sizes": rows}
+    except (UncheckedWork, ProgramFailure) as exc:  # the table says why, the rest is measured
+        return {"why_not": str(exc).splitlines()[0]}
     finally:
         for started in programs.values():
             started.close()

@@ -176,12 +176,13 @@ class Checkers:
                 if not proc.is_alive():
                     raise RuntimeError(f"a reference reader exited with code {proc.exitcode}")
             status, found = conn.recv()
-            if status != "ok":
-                raise RuntimeError(f"a reference reader ({self.readers}) failed: {found}")
+            if status != "ok":  # e.g. a segment not of the seed's layout
+                raise UncheckedWork(f"{self.readers}'s reader cannot read the segment: {found}")
             problems += [p for p in found if p not in problems]
         return problems
 
     def close(self) -> None:
+        """Each reader told to stop, and killed if it has not within 5 s."""
         for conn, _ in self.workers:
             with suppress(OSError):
                 conn.send(None)
