@@ -171,7 +171,7 @@ def readme_block(results: dict[str, Any]) -> str:
         "tlc": "TLC per model",
         "replay": "replay and the state machine",
         "conformance": "where the oracle's time goes",
-        "rust": "the Rust writer beside the seed's readers",
+        "rust": "the Rust store at its own pace and through the pipe",
     }
     shown = "; ".join(text for key, text in kinds.items() if results.get(key))
     lines.append(f"Every table ({shown}) and the measurement notes: [{PAGE}]({PAGE}).")

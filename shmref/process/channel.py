@@ -158,7 +158,7 @@ class Program(Lines):
     # -- the conversation ------------------------------------------------------------------
 
     def read_hello(self) -> dict[str, Any]:
-        hello = self.read_line("its hello", self.hello_timeout)
+        hello = self.read_line("its hello", self.hello_timeout, hello=True)
         problem = hello_problem(hello)
         if problem:
             self.fail(

@@ -72,15 +72,16 @@ class Lines:
         if self.process.poll() is None:
             self.process.kill()
 
-    def next_chunk(self, deadline: float, waiting_for: str) -> bytes:
+    def next_chunk(self, deadline: float, waiting_for: str, stderr_stops: bool = True) -> bytes:
         """What the program wrote next on stdout; b"" once it is gone (its
         stdout closed, or it exited and nothing more comes: a child of its
-        may hold the pipe open). A stderr past the limit, or no byte before
-        `deadline`, fails here."""
+        may hold the pipe open). A stderr past the limit (unless not
+        `stderr_stops`: then what it wrote before it was stopped is still
+        read), or no byte before `deadline`, fails here."""
         stdout = self.process.stdout
         assert stdout is not None
         while True:
-            if self.overflow:
+            if self.overflow and stderr_stops:
                 self.fail(ProtocolError(self.overflow))
             left = deadline - time.monotonic()
             if left <= 0:
@@ -95,10 +96,16 @@ class Lines:
             if self.process.poll() is not None and not select.select([stdout], [], [], POLL)[0]:
                 return b""  # exited, and its last words (if any) were read
 
-    def read_line(self, waiting_for: str, timeout: float | None = None) -> dict[str, Any]:
+    def read_line(
+        self, waiting_for: str, timeout: float | None = None, *, hello: bool = False
+    ) -> dict[str, Any]:
         """The next message; one frame blocks here until it comes (the
         oracle's watchdog sees a hang as one call that does not return). A
-        line longer than the limit is refused as soon as that many bytes came."""
+        line longer than the limit is refused as soon as that many bytes came.
+        `hello`: the first line is read to its end even when stderr passed
+        its limit meanwhile: a program stopped for a flood right after its
+        hello has said it, and fails at its first request (ERROR naming the
+        limit), not as one that said none (exit 2, no report)."""
         self.waited = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + self.waited
         searched = 0  # bytes of `pending` known to hold no newline
@@ -112,7 +119,7 @@ class Lines:
                         f"{short(self.pending)}"
                     )
                 )
-            chunk = self.next_chunk(deadline, waiting_for)
+            chunk = self.next_chunk(deadline, waiting_for, stderr_stops=not hello)
             if not chunk and self.overflow:  # stopped for its stderr
                 self.fail(ProtocolError(self.overflow))
             if not chunk:

@@ -29,6 +29,7 @@ CAPABILITIES = (
     "ring.byte2int",
     "ring.get_auth_secret",
     "storage.RECLAIM_EXTRA",
+    "bench",  # the bench request: a put+get loop at the program's own pace (not the contract's)
 )
 
 

@@ -45,7 +45,7 @@ class Frames:
     """A put's value: the serde's bytes, as the oracle sent them."""
 
     metadata: bytes
-    data: list[bytes]
+    data: list[bytes] | list[memoryview]  # memoryview: the bench request's values
 
 
 class PassThroughSerde:
@@ -312,7 +312,40 @@ class Server:
         if op == "set_id_max":
             obj.ID_MAX = a["value"]
             return None
+        if op == "bench":  # docs/protocol.md, "The bench request"
+            return self.bench(obj, raw)
         raise ValueError(f"unknown op {op!r}")
+
+    def bench(self, writer: Any, raw: dict[str, Any]) -> dict[str, Any]:
+        """The bench request: the loop on `writer`, with a reader of its own
+        segment made (and closed) outside the clock."""
+        from shmref.process.benchloop import own_loop
+
+        prefix, count, size = raw.get("prefix"), raw.get("count"), raw.get("size")
+        if not (isinstance(prefix, str) and type(count) is int and type(size) is int):
+            raise ValueError("bench: prefix (str), count and size (int) are required")
+        if count < 1 or size < 1:
+            raise ValueError(f"bench: count {count} and size {size}: both must be >= 1")
+        metadata = base64.b64decode(raw.get("metadata", ""), validate=True)
+        got = writer.handle()
+        handle = Handle(
+            got.max_object_size,
+            got.n_readers,
+            tuple(got.ring_buffer_handle),
+            PassThroughSerde,
+            threading.Lock(),
+        )
+        reader = self.impl.SingleWriterShmObjectStorage.create_from_handle(handle)
+        try:
+            seconds, placed = own_loop(
+                writer, reader, prefix, count, size, lambda value: Frames(metadata, [value])
+            )
+        finally:
+            reader.close()
+        return {
+            "seconds": seconds,
+            "handles": [[a, i, base64.b64encode(s).decode()] for a, i, s in placed],
+        }
 
 
 def _missing_optional(impl: Any) -> list[str]:

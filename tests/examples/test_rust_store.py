@@ -253,6 +253,45 @@ def test_every_message_fits_the_schema(writer: tuple[Driver, str, str, list[int]
         assert not errors, f"{line}: {errors[0].message}"
 
 
+@pytest.mark.skipif(CARGO is not None and not HAVE_PROXY, reason=NO_PROXY)
+def test_its_bench_request_is_checked_by_refimpls_readers(program: Path, tmp_path: Path) -> None:
+    """The bench request (docs/protocol.md): the Rust loop's every object is in
+    its segment, counted, signed and with its bytes, as refimpl's reader in
+    another process finds them; its messages follow the schema. A value
+    larger than a page, and two requests on one storage (cleared between)."""
+    import jsonschema
+
+    from shmref.oracle.shmclean import orphans, shm_names
+    from shmref.process import SCHEMA_PATH
+    from shmref.process.benchcheck import CAPABILITY, Bench, Checkers
+    from shmref.process.channel import Program
+
+    before = shm_names()
+    log = tmp_path / "protocol.jsonl"
+    checkers = Checkers(1)
+    rust = Program([str(program)], "exec:rust_store", log=str(log))
+    try:
+        assert CAPABILITY in rust.capabilities
+        for size, count in ((1, 5), (64, 500), (5000, 30)):
+            bench = Bench(rust, size, count, checkers)
+            try:
+                for round_ in range(2):
+                    done = bench.run(f"r{round_}.")
+                    assert (done.count, done.size) == (count, size)
+                    assert 0 < done.seconds <= done.round_trip
+            finally:
+                bench.close()
+    finally:
+        rust.close()
+        checkers.close()
+    assert orphans(before, settle=2.0) == []
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+    for line in log.read_text().splitlines():
+        message = json.loads(line)["msg"]
+        errors = sorted(validator.iter_errors(message), key=str)
+        assert not errors, f"{str(message)[:300]}: {errors[0].message}"
+
+
 def test_a_bad_request_line_is_one_line_and_exit_2(program: Path) -> None:
     done = subprocess.run(
         [str(program)], input="this is not json\n", capture_output=True, text=True, timeout=30

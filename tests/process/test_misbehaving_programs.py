@@ -1,6 +1,7 @@
 """The oracle on store programs that misbehave (tests/programs/misbehaving_store.py),
 each at its first request (early: the contract check) and at its first data
-call (late: the first `put`, in a test): each ends the oracle by itself
+call (late: the first `put`, in a test), a stderr flood also right after
+its hello (before any request: the contract check's ERROR too): each ends the oracle by itself
 within 120 s, with exit 1 and a fresh report whose property names the bad
 line or the limit (exit 2 only for a program that sends no hello), no
 process of the program alive and nothing new in /dev/shm. And the seed's
@@ -135,7 +136,7 @@ CASES = [
     pytest.param(kind, when, marks=[] if (kind, when) in QUICK else [pytest.mark.slow])
     for kind in GALLERY
     for when in ("early", "late")
-]
+] + [pytest.param("stderr_flood", "hello")]  # right after its hello: as `early`, not exit 2
 
 
 @pytest.mark.parametrize(("kind", "when"), CASES)
@@ -155,11 +156,34 @@ def test_a_misbehaving_program_gets_its_status(tmp_path: Path, kind: str, when: 
     found = checks(out)
     hit = [c for c in found if c["status"] == status and says in c["detail"]]
     assert hit, [(c["name"], c["status"], c["detail"][:200]) for c in found if c["detail"]]
-    if when == "early":
+    if when != "late":
         assert [c["name"] for c in hit] == ["the contract check"]
         assert f"the contract check: {status}: " in proc.stderr
     else:
         assert all(c["name"] != "the contract check" for c in found)
+
+
+def test_a_stderr_flood_right_after_the_hello_fails_the_first_request(monkeypatch: Any) -> None:
+    """The race of issue 49 made certain: the stderr limit is passed before
+    the oracle reads the hello already in the pipe (the tap run to its end
+    first). The hello still counts, and the first request is the ERROR that
+    names the limit (the oracle: exit 1 and a report), not a program that
+    said no hello (exit 2)."""
+    from shmref.process import channel
+    from shmref.process.messages import ProtocolError
+
+    monkeypatch.setattr(channel.StderrTap, "start", channel.StderrTap.run)
+    before = shm_names()
+    program = channel.Program(
+        ["python3", str(PROGRAM), "stderr_flood", "hello"], "exec:stderr_flood hello"
+    )
+    try:
+        assert program.overflow and program.hello["type"] == "hello"
+        with pytest.raises(ProtocolError, match=r"wrote more than 1048576 bytes on stderr"):
+            program.request("create_ring", data_buffer_size=1024, name=None, create=True)
+    finally:
+        program.close()
+    assert orphans(before, settle=2.0) == []
 
 
 @pytest.mark.slow

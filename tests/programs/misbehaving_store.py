@@ -2,9 +2,10 @@
 the reference program (refimpl behind shmref.process.serve) with a valid
 `hello`, then one misbehaviour, either at its first request (`early`: the
 oracle's contract check) or at its first data call (`late`: the first
-`put`, in a test).
+`put`, in a test); `stderr_flood` also right after its hello, before it
+reads a request (`hello`).
 
-    python3 misbehaving_store.py KIND early|late
+    python3 misbehaving_store.py KIND early|late|hello
 
 KIND is one of KINDS below. No KIND needs more than this file and refimpl.
 """
@@ -99,6 +100,14 @@ class Misbehaving(Server):
         out.flush()
         return result
 
+    def hello(self) -> None:
+        super().hello()
+        if self.when == "hello" and self.kind == "stderr_flood":  # before any request
+            self.done = True
+            chunk = b"e" * (1 << 20)
+            for _ in range(100):
+                os.write(2, chunk)
+
     def run(self) -> None:
         super().run()
         if self.kind == "stubborn" and self.done:  # EOF ignored
@@ -110,8 +119,11 @@ def main(argv: list[str]) -> int:
     if kind == "no_hello":
         time.sleep(3600)
         return 0
-    if kind not in KINDS or when not in ("early", "late"):
-        print(f"usage: misbehaving_store.py {'|'.join(KINDS)}|no_hello early|late", file=sys.stderr)
+    if kind not in KINDS or when not in ("early", "late", "hello"):
+        print(
+            f"usage: misbehaving_store.py {'|'.join(KINDS)}|no_hello early|late|hello",
+            file=sys.stderr,
+        )
         return 2
     out = sys.stdout
     sys.stdout = sys.stderr

@@ -247,8 +247,21 @@ def test_the_rust_writer_section_is_a_table_or_says_why_not() -> None:
     )
     assert "| Rust / seed |" not in readme_block(results)
     rate = {"64 B": {"seed": 40000.0, "rust": 6000.0}}
-    results["rust"] = {"readers": 1, "reps": 11, "rate": rate}
-    assert "| 64 B | 6,000 | 40,000 | **0.15** |" in readme_block(results)
+    results["rust"] = {"readers": 1, "reps": 11, "rate": rate}  # recorded before own pace
+    block = readme_block(results)
+    assert "| 64 B | 6,000 | 40,000 | **0.15** |" in block and "At its own" not in block
+    row = {"count": 20000, "rust": 120000.0, "seed": 30000.0, "paired": 4.1}
+    row |= {"quartiles": [3.9, 4.4], "rust_round_trip": 60000.0}
+    results["rust"]["own_pace"] = {"reps": 11, "checked_by": "refimpl", "sizes": {"64 B": row}}
+    block = readme_block(results)
+    # both rows, each table saying which it is
+    assert "| 64 B | 20,000 | 120,000 | 30,000 | **4.10** [3.90–4.40] | 60,000 |" in block
+    assert "**At its own pace**" in block and "**Through the pipe**" in block
+    assert block.index("**At its own pace**") < block.index("| 64 B | 6,000 | 40,000 |")
+    results["rust"]["own_pace"] = {"why_not": "it does not offer the bench request"}
+    assert "At its own pace: not measured: it does not offer the bench request." in markdown(
+        results
+    )
 
 
 def test_a_program_with_arguments_is_one_store_in_the_oracle_table() -> None:

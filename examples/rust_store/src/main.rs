@@ -3,6 +3,7 @@
 //! (docs/protocol.md): one JSON request a line on stdin, one reply a line on
 //! stdout. Build: `make rust`; judge: examples/rust_store/README.md.
 
+mod bench;
 mod error;
 mod json;
 mod proto;

@@ -31,7 +31,7 @@ pub fn hello() -> Value {
         "storage.get_begin", "storage.get_copy", "storage.get_end",
         "ring.data_buffer_start", "ring.data_buffer_end", "ring.monotonic_id_start", "ring.monotonic_id_end",
         "ring.ID_MAX", "ring.allocate_buf", "ring.access_buf", "ring.free_buf", "ring.int2byte",
-        "ring.byte2int", "ring.get_auth_secret",
+        "ring.byte2int", "ring.get_auth_secret", "bench",
     ];
     obj(vec![
         ("type", s("hello")),
@@ -437,6 +437,20 @@ impl<R: BufRead, W: Write> Server<R, W> {
                 }),
             ]),
             "read_count" => Value::Int(st.read_count(ring, int_arg(req, "address")?)?),
+            "bench" => {
+                // docs/protocol.md, "The bench request": the loop at our own pace
+                let (count, size) = (int_arg(req, "count")?, int_arg(req, "size")?);
+                if !(1..=1 << 24).contains(&count) || !(1..=1 << 30).contains(&size) {
+                    return Err(StoreError::new("ValueError", format!("bench: count {count}, size {size}: out of range")));
+                }
+                let (prefix, metadata) = (str_arg(req, "prefix")?, bytes_arg(field("metadata"), "metadata")?);
+                let (seconds, placed) = crate::bench::own_loop(st, ring, prefix, count as usize, size as usize, &metadata)?;
+                let handles = placed
+                    .iter()
+                    .map(|(a, i, sig)| Value::Arr(vec![Value::Int(*a), Value::Int(*i), Value::Str(b64encode(sig))]))
+                    .collect();
+                obj(vec![("seconds", Value::Float(seconds)), ("handles", Value::Arr(handles))])
+            }
             _ => return Err(StoreError::new("AttributeError", format!("a storage has no operation {op:?}"))),
         })
     }

@@ -211,11 +211,11 @@ impl Storage {
     }
 
     /// Store an object `[count 0][metadata][data frames...]` under `key`.
-    pub fn put(&mut self, ring: &mut Ring, key: &str, metadata: &[u8], frames: &[Vec<u8>]) -> Result<(i128, i128)> {
+    pub fn put<F: AsRef<[u8]>>(&mut self, ring: &mut Ring, key: &str, metadata: &[u8], frames: &[F]) -> Result<(i128, i128)> {
         if self.w("key_index")?.key_index.contains_key(key) {
             return Err(value_error(format!("Key '{key}' already exists in the storage.")));
         }
-        let data_bytes: usize = frames.iter().map(|f| f.len()).sum();
+        let data_bytes: usize = frames.iter().map(|f| f.as_ref().len()).sum();
         let buffer_size = FLAG_BYTES + data_bytes as i128 + metadata.len() as i128;
         if buffer_size > self.max_object_size {
             return Err(value_error(format!(
@@ -236,6 +236,7 @@ impl Storage {
         ring.write(view.sub(at, at + metadata.len() as i128), metadata)?;
         at += metadata.len() as i128;
         for f in frames {
+            let f = f.as_ref();
             ring.write(view.sub(at, at + f.len() as i128), f)?;
             at += f.len() as i128;
         }
