@@ -16,11 +16,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from shmref.oracle.shmclean import orphans, shm_names
+from shmref.oracle.shmclean import orphans
 from shmref.process import SCHEMA_PATH
 from shmref.process.benchcheck import CAPABILITY, Checkers, UncheckedWork, own_pace
 from shmref.process.benchloop import MODULUS, key_of, pattern, value_of
 from shmref.process.channel import Program
+from shmref.process.segments import names as shm_names
 
 REPO = Path(__file__).resolve().parents[2]
 LYING = REPO / "tests" / "programs" / "lying_store.py"
