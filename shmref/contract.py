@@ -346,12 +346,6 @@ def carries_bytes_values(obj: Any) -> bool:
     return bool(getattr(obj, BYTES_VALUES, True))
 
 
-def require(obj: Any, where: str, name: str) -> None:
-    """A property's guard: MissingCapability (`where.name`) unless `obj` has `name`."""
-    if not has(obj, name):
-        raise MissingCapability(f"{where}.{name}")
-
-
 def missing(impl: ModuleType, *, optional: bool = False) -> list[str]:
     """The contract's names that `impl` lacks (required ones; with
     `optional`, the optional ones). Instance attributes are looked up on a

@@ -208,7 +208,7 @@ class TestTimeout:
         if self.seconds <= 0 or threading.current_thread() is not threading.main_thread():
             return (yield)
 
-        def expire(signum: int, frame: object) -> None:
+        def expire(_signum: int, _frame: object) -> None:  # the signal module's arguments
             raise TimeoutError(
                 f"shmref: the test ran past --shmref-test-timeout {self.seconds:g} s"
             )
@@ -304,7 +304,7 @@ class ExpectedFailures:
             self.failed[prop] = True  # one of its tests failed, as expected
         return report
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Fail the session naming each property of several tests none of which failed."""
         passed = sorted(p for p, failed in self.failed.items() if not failed)
         if not passed or session.config.getoption("collectonly"):

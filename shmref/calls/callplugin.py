@@ -31,8 +31,9 @@ def case_name(item: pytest.Item) -> str:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
-    """Instrument a store module a fixture returns (when a report asks for traces)."""
+def pytest_fixture_setup() -> Generator[None, Any, Any]:
+    """Instrument a store module a fixture returns (when a report asks for traces).
+    (pluggy passes a hook only the arguments it names: this one needs none.)"""
     value = yield
     if isinstance(value, ModuleType) and all(hasattr(value, c) for c in calltrace.CLASSES):
         calltrace.instrument(value)

@@ -297,28 +297,7 @@ def make_all(
     for model in counterexample_models():
         if wanted and model not in wanted:
             continue
-        target = folder / "counterexamples" / model
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        made = draw(model, say)
-        for name, saved, how in SAVED.get(model, ()):
-            text = (root / saved).read_text(encoding="utf-8")
-            made.append((name, how, trimmed(text, f"{model}, {how}, kept in {saved}")))
-        entries = []
-        for name, how, text in made:
-            file = target / f"{name}.out"
-            file.write_text(text, encoding="utf-8")
-            trace = tlc.parse_trace(tlc.parse_tool_output(text))
-            assert trace is not None
-            entries.append(
-                {
-                    "name": name,
-                    "file": str(file.relative_to(folder)),
-                    "made": how,
-                    "states": len(trace.states),
-                    "closing": closing(model, trace),
-                }
-            )
+        entries = counterexample_entries(model, folder, say, root)
         manifest["counterexamples"][model] = {
             "digest": model_digest(model),
             "traces": entries,
@@ -328,33 +307,71 @@ def make_all(
     for corpus in CORPORA:
         if wanted and corpus.name not in wanted:
             continue
-        (folder / "corpora").mkdir(parents=True, exist_ok=True)
-        file = folder / "corpora" / f"{corpus.name}.tar.xz"
-        n = make_corpus(corpus, file)
-        manifest["corpora"][corpus.name] = {
-            "model": corpus.model,
-            "digest": model_digest(corpus.model),
-            "file": str(file.relative_to(folder)),
-            "made": f"TLC -simulate num={corpus.num} -depth {corpus.depth} "
-            f"-seed {corpus.seed}, {corpus.workers} workers",
-            "traces": n,
-        }
+        manifest["corpora"][corpus.name] = corpus_entry(corpus, folder)
         save()
-        say(f"corpus {corpus.name}: {n} traces")
+        say(f"corpus {corpus.name}: {manifest['corpora'][corpus.name]['traces']} traces")
     for model in GRAPHS:
         if wanted and model not in wanted:
             continue
-        (folder / "graphs").mkdir(parents=True, exist_ok=True)
-        file = folder / "graphs" / f"{model}.dot.xz"
-        states = make_graph(model, file)
-        manifest["graphs"][model] = {
-            "digest": model_digest(model),
-            "file": str(file.relative_to(folder)),
-            "made": "TLC -dump dot,actionlabels",
-            "states": states,
-        }
+        manifest["graphs"][model] = graph_entry(model, folder)
         save()
-        say(f"graph {model}: {states} states")
+        say(f"graph {model}: {manifest['graphs'][model]['states']} states")
+
+
+def counterexample_entries(model: str, folder: Path, say: Any, root: Path) -> list[dict[str, Any]]:
+    """A hazard model's counterexamples made anew in folder/counterexamples/MODEL
+    (TLC's and the kept ones), each with its manifest entry."""
+    target = folder / "counterexamples" / model
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    made = draw(model, say)
+    for name, saved, how in SAVED.get(model, ()):
+        text = (root / saved).read_text(encoding="utf-8")
+        made.append((name, how, trimmed(text, f"{model}, {how}, kept in {saved}")))
+    entries = []
+    for name, how, text in made:
+        file = target / f"{name}.out"
+        file.write_text(text, encoding="utf-8")
+        trace = tlc.parse_trace(tlc.parse_tool_output(text))
+        assert trace is not None
+        entries.append(
+            {
+                "name": name,
+                "file": str(file.relative_to(folder)),
+                "made": how,
+                "states": len(trace.states),
+                "closing": closing(model, trace),
+            }
+        )
+    return entries
+
+
+def corpus_entry(corpus: Corpus, folder: Path) -> dict[str, Any]:
+    """A simulation corpus made anew in folder/corpora, and its manifest entry."""
+    (folder / "corpora").mkdir(parents=True, exist_ok=True)
+    file = folder / "corpora" / f"{corpus.name}.tar.xz"
+    n = make_corpus(corpus, file)
+    return {
+        "model": corpus.model,
+        "digest": model_digest(corpus.model),
+        "file": str(file.relative_to(folder)),
+        "made": f"TLC -simulate num={corpus.num} -depth {corpus.depth} "
+        f"-seed {corpus.seed}, {corpus.workers} workers",
+        "traces": n,
+    }
+
+
+def graph_entry(model: str, folder: Path) -> dict[str, Any]:
+    """A model's state graph made anew in folder/graphs, and its manifest entry."""
+    (folder / "graphs").mkdir(parents=True, exist_ok=True)
+    file = folder / "graphs" / f"{model}.dot.xz"
+    states = make_graph(model, file)
+    return {
+        "digest": model_digest(model),
+        "file": str(file.relative_to(folder)),
+        "made": "TLC -dump dot,actionlabels",
+        "states": states,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -343,14 +343,3 @@ def report_lines(surprises: Sequence[Surprise], source: str) -> list[str]:
         f"expectations: {len(surprises)} result(s) {source} does not expect:",
         *(f"  {s.line(source)}" for s in surprises),
     ]
-
-
-def from_mapping(data: Mapping[str, Any]) -> Expectations:
-    """The expectations a report recorded (its 'expectations' member)."""
-    return Expectations(
-        str(data.get("file", "")),
-        [
-            Expected(e["property"], e.get("case", ""), tuple(e["status"]), e.get("reason", ""))
-            for e in data.get("expected", [])
-        ],
-    )

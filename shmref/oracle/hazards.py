@@ -12,7 +12,7 @@ fewer than it is owed, and free_unused must keep it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -85,12 +85,14 @@ HAZARDS: tuple[Hazard, ...] = (
 # -- hazards ----------------------------------------------------------------------------
 
 
+Row = tuple[int, str, str, str, str]  # step, action, spec, impl, note
+Chunk = tuple[int, int]  # (id, address)
+
+
 class StepError(Exception):
     """An implementation raised something the contract does not allow at a step."""
 
-    def __init__(
-        self, message: str, rows: list[tuple[int, str, str, str, str]], timeline: Timeline
-    ) -> None:
+    def __init__(self, message: str, rows: list[Row], timeline: Timeline) -> None:
         super().__init__(message)
         self.rows = rows
         self.timeline = timeline
@@ -100,7 +102,7 @@ class StepError(Exception):
 class HazardReplay:
     hazard: Hazard
     violation: str | None
-    rows: list[tuple[int, str, str, str, str]]  # step, action, spec, impl, note
+    rows: list[Row]
     timeline: Timeline | None = None  # the same steps, drawn (shmref.render)
     closed: str = ""  # the store left the counterexample as the fixed protocol does: where
 
@@ -122,17 +124,6 @@ def replay_hazard(
     the counterexample is closed, and what follows in it is a behaviour of
     the seed's protocol only, which the store is not to be blamed by."""
     replayer = Replayer(impl, SPEC_DIR / f"{hazard.model}.cfg")
-    rows: list[tuple[int, str, str, str, str]] = []
-    reads: dict[tuple[int, int], list[Any]] = {}  # (id, address) -> [key, reads naming it]
-    owed: dict[tuple[int, int], int] = {}  # (id, address) -> handles issued (put, get_cached)
-    # (id, address) -> deliveries done with: a read begun on it (whatever came of it) or
-    # dropped unread by the trace
-    done: dict[tuple[int, int], int] = {}
-    closed = ""
-    stage: dict[Any, tuple[str, tuple[Any, ...]]] = {}  # reader -> (stage, handle)
-    foreign: dict[Any, bool] = {}  # reader -> the spec's copy read another put's cells
-    violation: str | None = None
-    spec_states = {state.index: state.vars for state in trace.states}
     drawn = Builder(
         "hazard",
         f"hazard {hazard.model}: {hazard.what}",
@@ -141,118 +132,60 @@ def replay_hazard(
         case=hazard.model,
     )
     with replayer.driver() as driver:
-
-        def step(index: int, action: Mapping[str, Any], spec_outcome: str) -> str | None:
-            name = action["name"]
-            reader = replayer.reader(action["reader"]) if "reader" in action else None
-            before = driver.observe()
-            note = ""
-            problem: str | None = None
-            if name in ("get_copy", "get_end") and reader not in stage:
-                outcome, note = Outcome("-"), "no read in flight on the impl"
-            elif name == "get_end" and stage[reader][0] == "failed":
-                outcome, note = Outcome("DeserializeError"), "the read ended at get_copy"
-                stage.pop(reader)
-            else:
-                outcome = replayer.perform(driver, action)
-            handle = tuple(action.get("handle", ()))
-            if name in ("get_begin", "drop_delivery"):  # this delivery is taken
-                done[(handle[2], handle[1])] = done.get((handle[2], handle[1]), 0) + 1
-            if name == "get_begin" and outcome.status == "ok":
-                stage[reader] = ("open", handle)
-            elif name == "get_copy" and reader in stage:
-                foreign[reader] = copied_elsewhere(
-                    spec_states.get(index), action["reader"], stage[reader][1]
-                )
-                if outcome.status == "torn" and foreign[reader]:
-                    problem = torn_read(stage[reader][1], outcome)
-                if outcome.status == "ok":
-                    stage[reader] = ("copied", stage[reader][1])
-                else:  # the impl raised at the copy: its read is over, uncounted
-                    assert reader is not None
-                    driver.readers[reader].abandon()
-                    stage[reader] = ("failed", stage[reader][1])
-            elif name == "get_end" and reader in stage:
-                handle = stage.pop(reader)[1]
-                if outcome.status == "torn" and foreign.pop(reader, False):
-                    problem = torn_read(handle, outcome)  # decoded after the store's read
-                if outcome.status in ("ok", "DeserializeError", "torn"):
-                    entry = reads.get((handle[2], handle[1]))
-                    if entry is not None and entry[0] == handle[0]:
-                        entry[1] += 1
-            after = driver.observe()
-            if vocabulary.action(name).allocates and outcome.status == "ok":
-                address, chunk_id = outcome.result
-                if chunk_id in before.get("metadata", {}):
-                    problem = f"got id {chunk_id}, the id of a live chunk"
-                reads[(chunk_id, address)] = [action.get("key", ""), 0]
-                owed[(chunk_id, address)] = 0
-            if name in ("put", "get_cached") and outcome.status == "ok":
-                issued = (outcome.result[1], outcome.result[0])
-                owed[issued] = owed.get(issued, 0) + 1
-            if name == "get_end" and outcome.status == "ok" and outcome.result != handle[0]:
-                problem = (
-                    f"the read of {_handle_text(handle)} returned "
-                    f"{outcome.result!s}'s value, not {handle[0]}'s"
-                )
-            live = after.get("metadata", {})
-            if len(live) >= replayer.constants["ID_MAX"] and problem is None:
-                problem = (
-                    f"{len(live)} live chunks with ID_MAX {replayer.constants['ID_MAX']}:"
-                    " the live id range is ambiguous (the next id is a live one)"
-                )
-            for key in [k for k in reads if live.get(k[0]) != k[1]]:
-                del reads[key]
-                owed.pop(key, None)
-            for chunk_id, address in live.items():
-                count = after.get("counts", {}).get(chunk_id)
-                named = reads.get((chunk_id, address), [None, 0])[1]
-                if count is not None and count > named and problem is None:
-                    problem = (
-                        f"chunk id {chunk_id} at {address} has count {count} but "
-                        f"only {named} read(s) named it"
-                    )
-            if (
-                closing is not None
-                and index == closing.step
-                and outcome.status == closing.fixed != spec_outcome
-                and problem is None
-            ):
-                nonlocal closed
-                closed = (
-                    f"closed at step {index}: {closing.call} is {closing.seed} in the seed's "
-                    f"protocol and {closing.fixed} in the fixed one, as in the store"
-                )
-                note = closed
-            shown = outcome.status
-            if vocabulary.action(name).places and outcome.status == "ok":
-                shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
-            rows.append(
-                (
-                    index,
-                    describe(action),
-                    spec_outcome,
-                    shown,
-                    ("VIOLATION: " + problem) if problem else note,
-                )
-            )
-            drawn.add(
+        spec_states = {state.index: state.vars for state in trace.states}
+        watch = Watch(replayer, driver, drawn, spec_states, closing)
+        violation = watch.replay(trace)
+        if watch.closed:
+            pass  # the store is off the counterexample: nothing after it is the hazard's
+        elif hazard.liveness and violation is None:
+            violation = settle(driver, replayer, trace, watch.stage, watch.rows, watch.step)
+            violation = violation or pinned(driver, replayer, watch.done, watch.owed, watch.rows)
+        elif violation is None and driver.writer is not None and "counts" not in driver.observe():
+            index = trace.states[-1].index + 1
+            violation = count_probe(
+                driver,
+                replayer,
+                watch.reads,
+                watch.owed,
+                watch.stage,
+                watch.rows,
+                watch.step,
                 index,
-                action,
-                outcome.status,
-                outcome.result,
-                after,
-                expected=None if spec_outcome.startswith("(") else spec_outcome,
-                note=("VIOLATION: " + problem) if problem else note,
-                diverged=problem is not None,
-                spec_state=spec_states.get(index),
             )
-            return problem
+    if violation and drawn.trace.diverged_at is None:
+        drawn.mark("VIOLATION: " + violation)  # found after the steps (pinned, miscounted)
+    drawn.trace.verdict = violation or watch.closed
+    return HazardReplay(hazard, violation, watch.rows, drawn.trace, watch.closed)
 
+
+@dataclass
+class Watch:
+    """A hazard's counterexample replayed step by step on one driver, and what
+    the store handed out and read so far: the rows and the picture of each
+    step, and the problem, if any, each step shows."""
+
+    replayer: Replayer
+    driver: Driver
+    drawn: Builder
+    spec_states: Mapping[int, Mapping[str, Any]]
+    closing: Closing | None
+    rows: list[Row] = field(default_factory=list)
+    reads: dict[Chunk, list[Any]] = field(default_factory=dict)  # -> [key, reads naming it]
+    owed: dict[Chunk, int] = field(default_factory=dict)  # -> handles issued (put, get_cached)
+    # -> deliveries done with: a read begun on it (whatever came of it) or dropped unread
+    done: dict[Chunk, int] = field(default_factory=dict)
+    stage: dict[Any, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)  # reader ->
+    foreign: dict[Any, bool] = field(default_factory=dict)  # reader -> spec's copy was another's
+    closed: str = ""  # where the store left the counterexample as the fixed protocol does
+
+    def replay(self, trace: tlc.Trace) -> str | None:
+        """Every step of the counterexample until one shows the hazard or the
+        store leaves it; an exception the contract does not allow: StepError."""
+        violation = None
         for state in trace.states[1:]:
             action = state.vars["last_action"]
             try:
-                violation = step(state.index, action, action.get("outcome", "ok"))
+                violation = self.step(state.index, action, action.get("outcome", "ok"))
             except contract.MissingCapability:
                 raise
             except Exception as exc:  # the implementation's, named with its step
@@ -260,22 +193,159 @@ def replay_hazard(
                     f"step {state.index}, {describe(action)}: the implementation "
                     f"raised {type(exc).__name__}: {exc}"
                 )
-                drawn.add(state.index, action, type(exc).__name__)
-                raise StepError(message, rows, drawn.mark(message)) from exc
-            if violation or closed:
+                self.drawn.add(state.index, action, type(exc).__name__)
+                raise StepError(message, self.rows, self.drawn.mark(message)) from exc
+            if violation or self.closed:
                 break
-        if closed:
-            pass  # the store is off the counterexample: nothing after it is the hazard's
-        elif hazard.liveness and violation is None:
-            violation = settle(driver, replayer, trace, stage, rows, step)
-            violation = violation or pinned(driver, replayer, done, owed, rows)
-        elif violation is None and driver.writer is not None and "counts" not in driver.observe():
-            index = trace.states[-1].index + 1
-            violation = count_probe(driver, replayer, reads, owed, stage, rows, step, index)
-    if violation and drawn.trace.diverged_at is None:
-        drawn.mark("VIOLATION: " + violation)  # found after the steps (pinned, miscounted)
-    drawn.trace.verdict = violation or closed
-    return HazardReplay(hazard, violation, rows, drawn.trace, closed)
+        return violation
+
+    def step(self, index: int, action: Mapping[str, Any], spec_outcome: str) -> str | None:
+        """One step performed and judged: the problem it shows, or None."""
+        name = action["name"]
+        reader = self.replayer.reader(action["reader"]) if "reader" in action else None
+        before = self.driver.observe()
+        outcome, note = self.perform(name, reader, action)
+        handle, problem = self.follow_read(index, name, reader, action, outcome)
+        after = self.driver.observe()
+        problem = self.follow_handout(name, action, outcome, before) or problem
+        if name == "get_end" and outcome.status == "ok" and outcome.result != handle[0]:
+            problem = (
+                f"the read of {_handle_text(handle)} returned "
+                f"{outcome.result!s}'s value, not {handle[0]}'s"
+            )
+        live_problem = self.check_live(after)  # forgets the chunks gone, whatever was found
+        problem = problem or live_problem
+        if problem is None and self.closes(index, outcome, spec_outcome):
+            note = self.closed
+        self.record(index, action, spec_outcome, outcome, after, problem, note)
+        return problem
+
+    def perform(self, name: str, reader: Any, action: Mapping[str, Any]) -> tuple[Outcome, str]:
+        """The step on the store, unless the store's read it ends is not in flight."""
+        if name in ("get_copy", "get_end") and reader not in self.stage:
+            return Outcome("-"), "no read in flight on the impl"
+        if name == "get_end" and self.stage[reader][0] == "failed":
+            self.stage.pop(reader)
+            return Outcome("DeserializeError"), "the read ended at get_copy"
+        return self.replayer.perform(self.driver, action), ""
+
+    def follow_read(
+        self, index: int, name: str, reader: Any, action: Mapping[str, Any], outcome: Outcome
+    ) -> tuple[tuple[Any, ...], str | None]:
+        """A read's three steps followed (and the deliveries taken): the handle
+        the step is about, and a torn read of another put's bytes."""
+        handle = tuple(action.get("handle", ()))
+        problem = None
+        if name in ("get_begin", "drop_delivery"):  # this delivery is taken
+            self.done[(handle[2], handle[1])] = self.done.get((handle[2], handle[1]), 0) + 1
+        stage = self.stage
+        if name == "get_begin" and outcome.status == "ok":
+            stage[reader] = ("open", handle)
+        elif name == "get_copy" and reader in stage:
+            self.foreign[reader] = copied_elsewhere(
+                self.spec_states.get(index), action["reader"], stage[reader][1]
+            )
+            if outcome.status == "torn" and self.foreign[reader]:
+                problem = torn_read(stage[reader][1], outcome)
+            if outcome.status == "ok":
+                stage[reader] = ("copied", stage[reader][1])
+            else:  # the impl raised at the copy: its read is over, uncounted
+                assert reader is not None
+                self.driver.readers[reader].abandon()
+                stage[reader] = ("failed", stage[reader][1])
+        elif name == "get_end" and reader in stage:
+            handle = stage.pop(reader)[1]
+            if outcome.status == "torn" and self.foreign.pop(reader, False):
+                problem = torn_read(handle, outcome)  # decoded after the store's read
+            if outcome.status in ("ok", "DeserializeError", "torn"):
+                entry = self.reads.get((handle[2], handle[1]))
+                if entry is not None and entry[0] == handle[0]:
+                    entry[1] += 1
+        return handle, problem
+
+    def follow_handout(
+        self, name: str, action: Mapping[str, Any], outcome: Outcome, before: Mapping[str, Any]
+    ) -> str | None:
+        """A chunk allocated (its id must not be a live one's) and the handles
+        issued for it, each owed a read by every reader."""
+        problem = None
+        if vocabulary.action(name).allocates and outcome.status == "ok":
+            address, chunk_id = outcome.result
+            if chunk_id in before.get("metadata", {}):
+                problem = f"got id {chunk_id}, the id of a live chunk"
+            self.reads[(chunk_id, address)] = [action.get("key", ""), 0]
+            self.owed[(chunk_id, address)] = 0
+        if name in ("put", "get_cached") and outcome.status == "ok":
+            issued = (outcome.result[1], outcome.result[0])
+            self.owed[issued] = self.owed.get(issued, 0) + 1
+        return problem
+
+    def check_live(self, after: Mapping[str, Any]) -> str | None:
+        """The live chunks after the step: fewer than ID_MAX, each counting no
+        more reads than named it (chunks gone are forgotten)."""
+        problem = None
+        live = after.get("metadata", {})
+        id_max = self.replayer.constants["ID_MAX"]
+        if len(live) >= id_max:
+            problem = (
+                f"{len(live)} live chunks with ID_MAX {id_max}:"
+                " the live id range is ambiguous (the next id is a live one)"
+            )
+        for key in [k for k in self.reads if live.get(k[0]) != k[1]]:
+            del self.reads[key]
+            self.owed.pop(key, None)
+        for chunk_id, address in live.items():
+            count = after.get("counts", {}).get(chunk_id)
+            named = self.reads.get((chunk_id, address), [None, 0])[1]
+            if count is not None and count > named and problem is None:
+                problem = (
+                    f"chunk id {chunk_id} at {address} has count {count} but "
+                    f"only {named} read(s) named it"
+                )
+        return problem
+
+    def closes(self, index: int, outcome: Outcome, spec_outcome: str) -> bool:
+        """Does the store leave the counterexample here as the fixed protocol does?"""
+        closing = self.closing
+        if (
+            closing is None
+            or index != closing.step
+            or not outcome.status == closing.fixed != spec_outcome
+        ):
+            return False
+        self.closed = (
+            f"closed at step {index}: {closing.call} is {closing.seed} in the seed's "
+            f"protocol and {closing.fixed} in the fixed one, as in the store"
+        )
+        return True
+
+    def record(
+        self,
+        index: int,
+        action: Mapping[str, Any],
+        spec_outcome: str,
+        outcome: Outcome,
+        after: Mapping[str, Any],
+        problem: str | None,
+        note: str,
+    ) -> None:
+        """The step as a row of the table and a step of the picture."""
+        shown = outcome.status
+        if vocabulary.action(action["name"]).places and outcome.status == "ok":
+            shown = f"ok {_handle_text(tuple(outcome.result))}"  # the impl's own numbers
+        said = ("VIOLATION: " + problem) if problem else note
+        self.rows.append((index, describe(action), spec_outcome, shown, said))
+        self.drawn.add(
+            index,
+            action,
+            outcome.status,
+            outcome.result,
+            after,
+            expected=None if spec_outcome.startswith("(") else spec_outcome,
+            note=said,
+            diverged=problem is not None,
+            spec_state=self.spec_states.get(index),
+        )
 
 
 def settle(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import metadata
@@ -107,6 +108,8 @@ class Report:
         }
 
     def markdown(self, out: Path | None = None) -> str:
+        """conformance.md: the run, each level's result, each level's
+        properties, then the failures (a long trace in full under `out`)."""
         lines = [
             f"# Conformance of `{self.impl}`",
             "",
@@ -118,6 +121,31 @@ class Report:
         ]
         if self.segments is not None:
             lines += [f"Segments: {self.segments['way']}, {self.segments['detail']}.", ""]
+        lines.append(self._levels_table())
+        for level in self.levels:
+            lines += ["", f"## {level}: {self.level_status(level)}", ""]
+            rows = [
+                (
+                    c.status,
+                    c.seed,
+                    f"`{c.name}`",
+                    c.cases,
+                    "; ".join(t for t in (c.what, c.detail) if t),
+                )
+                for c in self.checks
+                if c.level == level
+            ]
+            lines.append(
+                tables.markdown(("result", "seed", "property", "cases", "what / detail"), rows)
+            )
+        lines += self._failures_markdown(out)
+        if self.not_run:
+            lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
+        return "\n".join(lines) + "\n"
+
+    def _levels_table(self) -> str:
+        """Each level's result (with its assumptions and properties not run),
+        the seed's, and how many of its properties fail."""
         summary = []
         for level in self.levels:
             failing = sum(1 for c in self.checks if c.level == level and c.status in BAD)
@@ -135,71 +163,65 @@ class Report:
                     LEVEL_MEANING[level],
                 )
             )
-        lines.append(
-            tables.markdown(("level", "result", "seed", "failing properties", "meaning"), summary)
+        return tables.markdown(
+            ("level", "result", "seed", "failing properties", "meaning"), summary
         )
-        for level in self.levels:
-            lines += ["", f"## {level}: {self.level_status(level)}", ""]
-            rows = [
-                (
-                    c.status,
-                    c.seed,
-                    f"`{c.name}`",
-                    c.cases,
-                    "; ".join(t for t in (c.what, c.detail) if t),
-                )
-                for c in self.checks
-                if c.level == level
-            ]
-            lines.append(
-                tables.markdown(("result", "seed", "property", "cases", "what / detail"), rows)
-            )
+
+    def _failures_markdown(self, out: Path | None) -> list[str]:
+        """The failing properties' first SHOWN_FAILURES cases, numbered across
+        the report (a trace over SHOWN_LINES: out/failures/<number>.txt)."""
         failures = [c for c in self.checks if c.failures]
-        if failures:
-            lines += [
-                "",
-                "## Failures, each with its shortest trace and one replay command",
-                "",
-                "Each command works pasted into a fresh shell.",
-            ]
+        if not failures:
+            return []
+        lines = [
+            "",
+            "## Failures, each with its shortest trace and one replay command",
+            "",
+            "Each command works pasted into a fresh shell.",
+        ]
         number = 0
         for c in failures:
             lines += ["", f"### {c.level}: `{c.name}` ({c.status}; the seed: {c.seed or '?'})", ""]
             for f in c.failures[:SHOWN_FAILURES]:
                 number += 1
-                trace = f["trace"].strip().splitlines()
-                if len(trace) > SHOWN_LINES and out is not None:
-                    path = out / "failures" / f"{number}.txt"
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text("\n".join(trace) + "\n")
-                    trace = [
-                        *trace[:15],
-                        f"... {len(trace) - 75} lines (all of them in {path}) ...",
-                        *trace[-60:],
-                    ]
-                lines += [
-                    f"`{f['case']}`" + (f" (attempt {f['attempt']})" if f.get("attempt") else ""),
-                    "",
-                    "```",
-                    *trace,
-                    "```",
-                    "",
-                    *([f"Note: {f['note']}.", ""] if f.get("note") else []),
-                    "Replay:",
-                    "",
-                    "```sh",
-                    f["command"],
-                    "```",
-                    "",
-                ]
+                full = None if out is None else out / "failures" / f"{number}.txt"
+                lines += _failure_markdown(f, full)
             if len(c.failures) > SHOWN_FAILURES:
                 lines.append(
                     f"... and {len(c.failures) - SHOWN_FAILURES} more failing case(s): "
                     + ", ".join(f"`{f['case']}`" for f in c.failures[SHOWN_FAILURES:])
                 )
-        if self.not_run:
-            lines += ["", "Not run by the conformance run: " + "; ".join(self.not_run) + "."]
-        return "\n".join(lines) + "\n"
+        return lines
+
+
+def _failure_markdown(failure: Mapping[str, str], full: Path | None) -> list[str]:
+    """One failing case: its trace (cut, when long, with the whole of it
+    written to `full`), its note and its replay command."""
+    f = failure
+    trace = f["trace"].strip().splitlines()
+    if len(trace) > SHOWN_LINES and full is not None:
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text("\n".join(trace) + "\n")
+        trace = [
+            *trace[:15],
+            f"... {len(trace) - 75} lines (all of them in {full}) ...",
+            *trace[-60:],
+        ]
+    return [
+        f"`{f['case']}`" + (f" (attempt {f['attempt']})" if f.get("attempt") else ""),
+        "",
+        "```",
+        *trace,
+        "```",
+        "",
+        *([f"Note: {f['note']}.", ""] if f.get("note") else []),
+        "Replay:",
+        "",
+        "```sh",
+        f["command"],
+        "```",
+        "",
+    ]
 
 
 @cache

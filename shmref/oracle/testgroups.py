@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
 from shmref.core.paths import SUITE_DIR
@@ -108,22 +109,58 @@ def not_run_reason(text: str) -> str | None:
     return found.group(0).strip().rstrip("')\"") if found else None
 
 
+Cases = list[dict[str, str]]  # each case's node, status and text
+PropertyKey = tuple[str, str]  # (level, property)
+
+
 def pytest_checks(
     name: str,
     groups: Sequence[TestGroup],
-    cases: list[dict[str, str]],
+    cases: Cases,
     impl: ModuleType | str | None = None,
     profile: str = profiles.CI,
-    incidents: Mapping[tuple[str, str], Incident] | None = None,
+    incidents: Mapping[PropertyKey, Incident] | None = None,
 ) -> list[Check]:
     """The properties of the selected `groups` from the cases' results. A case
     counts for the property the one table assigns it to (property_key),
     whatever was selected; a property whose process crashed or hung
     (`incidents`) is CRASH or TIMEOUT."""
     incidents = incidents or {}
+    by_property, owner = cases_by_property(groups, cases, incidents)
+    checks = [
+        Check(
+            group.level,
+            group.label,
+            group.what,
+            ERROR,
+            detail="no test result (collection error? see workers/*.log)",
+        )
+        for group in groups
+        if not any(g is group for g in owner.values())
+    ]
+    replay = ReplayOf(name, impl, profile)
+    for key, prop_cases in by_property.items():
+        check = property_check(key, owner[key], prop_cases, incidents.get(key))
+        check.failures += failures(key, prop_cases, incidents.get(key), replay)
+        checks.append(check)
+    order = {g.label: k for k, g in enumerate(TEST_GROUPS)}
+    checks.sort(
+        key=lambda c: (
+            LEVELS.index(c.level),
+            min((v for k, v in order.items() if c.name.startswith(k.split("::")[0])), default=0),
+        )
+    )
+    return checks
+
+
+def cases_by_property(
+    groups: Sequence[TestGroup], cases: Cases, incidents: Mapping[PropertyKey, Incident]
+) -> tuple[dict[PropertyKey, Cases], dict[PropertyKey, TestGroup]]:
+    """The selected groups' cases by property (one lost to a crash or a hang
+    with none), and the group each property belongs to."""
     selected = {g.label for g in groups}
-    by_property: dict[tuple[str, str], list[dict[str, str]]] = {}
-    owner: dict[tuple[str, str], TestGroup] = {}
+    by_property: dict[PropertyKey, Cases] = {}
+    owner: dict[PropertyKey, TestGroup] = {}
     for case in cases:
         group = group_of(case["node"], TEST_GROUPS)
         key = property_key(case["node"])
@@ -136,76 +173,75 @@ def pytest_checks(
         if group is not None and group.label in selected:
             by_property.setdefault(key, [])
             owner[key] = group
-    checks: list[Check] = []
-    for group in groups:
-        if not any(g is group for g in owner.values()):
-            checks.append(
-                Check(
-                    group.level,
-                    group.label,
-                    group.what,
-                    ERROR,
-                    detail="no test result (collection error? see workers/*.log)",
-                )
-            )
-    for (level, prop), prop_cases in by_property.items():
-        group = owner[(level, prop)]
-        counts = {
-            s: sum(1 for c in prop_cases if c["status"] == s)
-            for s in ("pass", "fail", "error", "skip")
-        }
-        reasons = [
-            r for c in prop_cases if c["status"] == "skip" and (r := not_run_reason(c["text"]))
-        ]
-        incident = incidents.get((level, prop))
-        if incident is not None:
-            status = incident.status
-        elif counts["fail"]:
-            status = FAIL
-        elif counts["error"]:
-            status = ERROR
-        elif counts["pass"]:
-            status = PASS
-        else:
-            status = NOT_RUN if reasons else SKIP
-        total = len(prop_cases)
-        what = group.what + (f" (closes {group.closes})" if group.closes else "")
-        check = Check(
-            level,
-            prop,
-            what,
-            status,
-            cases=f"{counts['pass']}/{total - counts['skip']}"
-            + (f" ({counts['skip']} skipped)" if counts["skip"] else ""),
-        )
-        if incident is not None:
-            check.detail = incident.detail.splitlines()[0]
-            check.failures.append(
-                {
-                    "case": incident.node or prop,
-                    "trace": incident.detail,
-                    "command": replay_command(name, incident.node or prop, impl, profile),
-                }
-            )
-        elif status in (SKIP, NOT_RUN):
-            check.detail = (
-                reasons[0] if reasons else prop_cases[0]["text"].strip().splitlines()[-1][:200]
-            )
-        for case in prop_cases:
-            if case["status"] in ("fail", "error"):
-                note = note_in(case["text"])  # its shrinking stopped by the budget
-                failure = {"case": case["node"], "trace": failure_trace(case["text"])}
-                failure["command"] = replay_command(name, case["node"], impl, profile, bool(note))
-                check.failures.append({**failure, "note": note} if note else failure)
-        checks.append(check)
-    order = {g.label: k for k, g in enumerate(TEST_GROUPS)}
-    checks.sort(
-        key=lambda c: (
-            LEVELS.index(c.level),
-            min((v for k, v in order.items() if c.name.startswith(k.split("::")[0])), default=0),
-        )
+    return by_property, owner
+
+
+def property_check(
+    key: PropertyKey, group: TestGroup, prop_cases: Cases, incident: Incident | None
+) -> Check:
+    """A property's status from its cases' (an incident's first), with the
+    count of cases passed and why it did not run."""
+    level, prop = key
+    counts = {
+        s: sum(1 for c in prop_cases if c["status"] == s) for s in ("pass", "fail", "error", "skip")
+    }
+    reasons = [r for c in prop_cases if c["status"] == "skip" and (r := not_run_reason(c["text"]))]
+    if incident is not None:
+        status = incident.status
+    elif counts["fail"]:
+        status = FAIL
+    elif counts["error"]:
+        status = ERROR
+    elif counts["pass"]:
+        status = PASS
+    else:
+        status = NOT_RUN if reasons else SKIP
+    total = len(prop_cases)
+    what = group.what + (f" (closes {group.closes})" if group.closes else "")
+    check = Check(
+        level,
+        prop,
+        what,
+        status,
+        cases=f"{counts['pass']}/{total - counts['skip']}"
+        + (f" ({counts['skip']} skipped)" if counts["skip"] else ""),
     )
-    return checks
+    if incident is not None:
+        check.detail = incident.detail.splitlines()[0]
+    elif status in (SKIP, NOT_RUN):
+        check.detail = (
+            reasons[0] if reasons else prop_cases[0]["text"].strip().splitlines()[-1][:200]
+        )
+    return check
+
+
+@dataclass(frozen=True)
+class ReplayOf:
+    """What a failure's replay command names: the implementation and the profile."""
+
+    name: str
+    impl: ModuleType | str | None
+    profile: str
+
+    def command(self, node: str, shrink_all: bool = False) -> str:
+        return replay_command(self.name, node, self.impl, self.profile, shrink_all)
+
+
+def failures(
+    key: PropertyKey, prop_cases: Cases, incident: Incident | None, replay: ReplayOf
+) -> list[dict[str, str]]:
+    """The property's failures, each with its trace and the command that replays it."""
+    found = []
+    if incident is not None:
+        node = incident.node or key[1]
+        found.append({"case": node, "trace": incident.detail, "command": replay.command(node)})
+    for case in prop_cases:
+        if case["status"] in ("fail", "error"):
+            note = note_in(case["text"])  # its shrinking stopped by the budget
+            failure = {"case": case["node"], "trace": failure_trace(case["text"])}
+            failure["command"] = replay.command(case["node"], bool(note))
+            found.append({**failure, "note": note} if note else failure)
+    return found
 
 
 def replay_command(

@@ -118,58 +118,21 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
     """The page's content from conformance.json's data and the traces by case."""
     properties: list[Property] = []
     levels = []
-    missing: list[str] = []
-    long: list[str] = []
+    missing: list[str] = []  # failing cases with no recorded trace
+    long: list[str] = []  # those drawn in part
     judged = report.get("expectations") or {}
-    expected: dict[str, list[str]] = {}
-    for entry in judged.get("expected", []):
-        statuses = expected.setdefault(str(entry.get("property", "")), [])
-        statuses += [s for s in entry.get("status", []) if s not in statuses]
-    surprises: dict[str, list[str]] = {}
-    for found in judged.get("surprises", []):
-        case = f" ({found['case']})" if found.get("case") else ""
-        surprises.setdefault(str(found.get("property", "")), []).append(found["kind"] + case)
+    expected, surprises = judgements(judged)
     for level, data in report.get("levels", {}).items():
         checks = data.get("checks", [])
         failing = sum(1 for c in checks if c.get("status") in BAD)
         levels.append({"name": level, **data, "failing": failing, "count": len(checks)})
         for check in checks:
-            prop = Property(
-                f"p{len(properties) + 1}",
-                level,
-                str(check.get("name", "?")),
-                str(check.get("what", "")),
-                str(check.get("status", "?")),
-                str(check.get("seed", "")),
-                str(check.get("cases", "")),
-                str(check.get("detail", "")),
-            )
+            prop = property_from(check, level, f"p{len(properties) + 1}")
             prop.expected = " or ".join(expected.get(prop.name, []))
             prop.surprise = "; ".join(surprises.get(prop.name, []))
             failures = check.get("failures") or []
             for raw in failures[:SHOWN_FAILURES]:
-                failure = Failure(
-                    str(raw.get("case", "")), str(raw.get("trace", "")), str(raw.get("command", ""))
-                )
-                trace = traces.get(failure.case)
-                if trace is None:
-                    failure.notice = "no trace to draw for this failure: its text is below"
-                    if expects_trace(failure.text):
-                        failure.notice = (
-                            "the trace of this failure was not recorded: its text is below"
-                        )
-                        missing.append(failure.case)
-                else:
-                    failure.picture = svg.render(trace)
-                    left = svg.shown_steps(trace).left_out
-                    if left:
-                        total = len(trace.steps) + trace.omitted
-                        failure.notice = (
-                            f"this trace has {total} steps: its start and its "
-                            f"divergence are drawn, {left} steps in between are left out"
-                        )
-                        long.append(failure.case)
-                prop.failures.append(failure)
+                prop.failures.append(drawn_failure(raw, traces, missing, long))
             prop.more = [str(f.get("case", "")) for f in failures[SHOWN_FAILURES:]]
             properties.append(prop)
     properties.sort(key=lambda p: not p.leads)  # what differs first, each in level order
@@ -177,17 +140,7 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
     first = drawn or [p for p in properties if p.failures]
     if first:
         first[0].open = True
-    if missing:
-        notices.append(
-            f"{len(missing)} failing case(s) whose steps were not recorded (text only): "
-            + ", ".join(missing[:6])
-            + (", ..." if len(missing) > 6 else "")
-        )
-    if long:
-        notices.append(
-            f"{len(long)} trace(s) too long to draw whole (start and divergence drawn): "
-            + ", ".join(long[:6])
-        )
+    notices += drawing_notices(missing, long)
     return Page(
         str(report.get("impl", "?")),
         bool(report.get("quick")),
@@ -200,6 +153,77 @@ def build_page(report: dict[str, Any], traces: dict[str, Trace], notices: list[s
         str(judged.get("file", "")),
         segments_line(report.get("segments")),
     )
+
+
+def judgements(judged: dict[str, Any]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """By property: the statuses the expectations file allows, and the
+    results it does not expect (each with its case)."""
+    expected: dict[str, list[str]] = {}
+    for entry in judged.get("expected", []):
+        statuses = expected.setdefault(str(entry.get("property", "")), [])
+        statuses += [s for s in entry.get("status", []) if s not in statuses]
+    surprises: dict[str, list[str]] = {}
+    for found in judged.get("surprises", []):
+        case = f" ({found['case']})" if found.get("case") else ""
+        surprises.setdefault(str(found.get("property", "")), []).append(found["kind"] + case)
+    return expected, surprises
+
+
+def property_from(check: dict[str, Any], level: str, anchor: str) -> Property:
+    return Property(
+        anchor,
+        level,
+        str(check.get("name", "?")),
+        str(check.get("what", "")),
+        str(check.get("status", "?")),
+        str(check.get("seed", "")),
+        str(check.get("cases", "")),
+        str(check.get("detail", "")),
+    )
+
+
+def drawn_failure(
+    raw: dict[str, Any], traces: dict[str, Trace], missing: list[str], long: list[str]
+) -> Failure:
+    """A failure with its trace drawn, or a notice of why not or of what the
+    drawing leaves out (its case added to `missing` or `long`)."""
+    failure = Failure(
+        str(raw.get("case", "")), str(raw.get("trace", "")), str(raw.get("command", ""))
+    )
+    trace = traces.get(failure.case)
+    if trace is None:
+        failure.notice = "no trace to draw for this failure: its text is below"
+        if expects_trace(failure.text):
+            failure.notice = "the trace of this failure was not recorded: its text is below"
+            missing.append(failure.case)
+        return failure
+    failure.picture = svg.render(trace)
+    left = svg.shown_steps(trace).left_out
+    if left:
+        total = len(trace.steps) + trace.omitted
+        failure.notice = (
+            f"this trace has {total} steps: its start and its "
+            f"divergence are drawn, {left} steps in between are left out"
+        )
+        long.append(failure.case)
+    return failure
+
+
+def drawing_notices(missing: list[str], long: list[str]) -> list[str]:
+    """The page-wide lines on failures not drawn or drawn in part."""
+    notices = []
+    if missing:
+        notices.append(
+            f"{len(missing)} failing case(s) whose steps were not recorded (text only): "
+            + ", ".join(missing[:6])
+            + (", ..." if len(missing) > 6 else "")
+        )
+    if long:
+        notices.append(
+            f"{len(long)} trace(s) too long to draw whole (start and divergence drawn): "
+            + ", ".join(long[:6])
+        )
+    return notices
 
 
 def segments_line(segments: Any) -> str:

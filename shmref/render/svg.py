@@ -10,7 +10,6 @@ pictures committed in docs/ are checked byte for byte.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
@@ -328,7 +327,3 @@ def _rect(
     return (
         f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}"{line}{corner}>{tip}</rect>'
     )
-
-
-def render_all(traces: Sequence[Trace]) -> list[str]:
-    return [render(t) for t in traces]

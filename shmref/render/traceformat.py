@@ -22,7 +22,6 @@ from shmref.core.files import write_atomically
 
 FORMAT = "shmref-trace/1"
 STATES = ("live", "read", "touched", "reclaimable", "free")
-SOURCES = ("hazard", "replay", "hypothesis", "validation", "calls")
 SECRET_BYTES = 32  # the handle-signing secret before the data (refimpl/ring.py)
 
 
@@ -69,7 +68,7 @@ class Step:
 
 @dataclass
 class Trace:
-    source: str  # one of SOURCES
+    source: str  # hazard, replay, hypothesis, validation or calls (docs/trace-format.md)
     title: str
     case: str = ""  # the failure it belongs to (a suite node, a hazard model, a file)
     verdict: str = ""  # what went wrong, in one line

@@ -44,7 +44,7 @@ def is_refimpl(impl: ModuleType) -> bool:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[Any]:
+def pytest_pyfunc_call() -> Iterator[Any]:  # pluggy passes only the arguments named: none
     """A property that needs an optional capability the implementation lacks
     is `not run: missing X` (a skip with that reason), never a pass."""
     try:

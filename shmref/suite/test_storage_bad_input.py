@@ -171,7 +171,7 @@ class TestBadPuts:
             impl.SingleWriterShmObjectStorage(*args, ring_factory(128))
 
 
-def test_validation_survives_python_O(tmp_path):
+def test_validation_survives_python_O():
     """Checks are not asserts: they hold under `python -O`."""
     script = (
         "import refimpl\n"

@@ -63,7 +63,6 @@ LEVELS: dict[str, tuple[tuple[Policy, ...], bool]] = {
     "fixed": ((FIXED,), True),
     "safety": (SAFETY, True),
 }
-LEVEL_POLICIES = {level: policies for level, (policies, _) in LEVELS.items()}
 
 
 def level_overrides(level: str) -> dict[str, Any]:

@@ -185,7 +185,7 @@ class Type:
 
 
 # constructors, in Apalache's type syntax
-INT, STR, BOOL = Type("Int"), Type("Str"), Type("Bool")
+INT, STR = Type("Int"), Type("Str")
 
 
 def seq_of(elem: Type) -> Type:

@@ -213,20 +213,8 @@ def random_workload(
     writer = driver.writer
     if writer is None:
         raise ValueError("the workload needs a storage driver (storage=True)")
-    readers = range(len(driver.readers))
-    # each delivery: (handle, the signature it was issued with); a handle issued
-    # again after the secret rotated (F4) is another delivery, signed otherwise
-    inbox: dict[int, list[tuple[tuple[Any, ...], list[int] | None]]] = {r: [] for r in readers}
-    stage: dict[int, str] = {r: "idle" for r in readers}
-    flight: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
+    mail = Mail(rec)
     max_obj = rec.recording().constants["MAX_OBJ"]
-
-    def deliver(outcome: Outcome, key: str) -> None:
-        if outcome.status == "ok":
-            handle = (key, *outcome.result)
-            for r in readers:
-                inbox[r].append((handle, driver.signatures.get(handle)))
-
     for _ in range(steps):
         roll = rng.random()
         cached = [k for k in keys if writer.is_cached(k)]
@@ -234,13 +222,11 @@ def random_workload(
             key = rng.choice(keys)
             size = rng.randint(1, max_obj + 1)
             next_id = getattr(driver.ring, "monotonic_id_end", None)
-            outstanding = {h[2] for r in readers for h, _ in inbox[r]}
-            outstanding |= {h[2] for h in flight.values()}
-            if not keep_a3 or next_id not in outstanding:
-                deliver(rec.put(key, size), key)
+            if not keep_a3 or next_id not in mail.outstanding():
+                mail.deliver(rec.put(key, size), key)
         elif roll < 0.30 and cached:
             key = rng.choice(cached)
-            deliver(rec.get_cached(key), key)
+            mail.deliver(rec.get_cached(key), key)
         elif roll < 0.36:
             rec.touch(rng.choice(cached or list(keys)))
         elif roll < 0.40:
@@ -250,31 +236,73 @@ def random_workload(
         elif roll < 0.50:
             rec.clear()
         elif roll < 0.56:  # every idle reader reads all its mail: the ring can empty
-            for r in readers:
-                while stage[r] == "idle" and inbox[r]:
-                    if rec.get_begin(r, *inbox[r].pop(0)).status == "ok":
-                        rec.get_copy(r)
-                        rec.get_end(r)
+            mail.drain()
         else:
-            r = rng.choice(list(readers))
-            if stage[r] == "idle" and inbox[r]:
-                handle, signature = inbox[r].pop(rng.randrange(len(inbox[r])))
-                stage[r] = "open" if rec.get_begin(r, handle, signature).status == "ok" else "idle"
-                if stage[r] == "open":
-                    flight[r] = handle
-            elif stage[r] == "open":
-                rec.get_copy(r, fail=copy_failures and rng.random() < 0.05)
-                stage[r] = "copied"
-            elif stage[r] == "copied":
-                rec.get_end(r)
-                stage[r] = "idle"
-                flight.pop(r)
-    for r in readers:  # finish the reads in flight
-        if stage[r] == "open":
-            rec.get_copy(r)
+            mail.read_on(rng.choice(list(mail.readers)), rng, copy_failures)
+    mail.finish()
+
+
+class Mail:
+    """random_workload's readers: each one's deliveries not yet read (each
+    with the signature it was issued with: a handle issued again after the
+    secret rotated, F4, is another delivery, signed otherwise), the stage of
+    its read and the handle of the read in flight."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.readers = range(len(rec.driver.readers))
+        self.inbox: dict[int, list[tuple[tuple[Any, ...], list[int] | None]]] = {
+            r: [] for r in self.readers
+        }
+        self.stage: dict[int, str] = {r: "idle" for r in self.readers}
+        self.flight: dict[int, tuple[Any, ...]] = {}  # reader -> handle of its read in flight
+
+    def deliver(self, outcome: Outcome, key: str) -> None:
+        """A handle issued (put, get_cached) is delivered to every reader."""
+        if outcome.status == "ok":
+            handle = (key, *outcome.result)
+            for r in self.readers:
+                self.inbox[r].append((handle, self.rec.driver.signatures.get(handle)))
+
+    def outstanding(self) -> set[Any]:
+        """The ids of the handles delivered and not yet read, or in flight (A3)."""
+        ids = {h[2] for r in self.readers for h, _ in self.inbox[r]}
+        return ids | {h[2] for h in self.flight.values()}
+
+    def drain(self) -> None:
+        """Every idle reader reads all its mail, each read in its three steps."""
+        rec = self.rec
+        for r in self.readers:
+            while self.stage[r] == "idle" and self.inbox[r]:
+                if rec.get_begin(r, *self.inbox[r].pop(0)).status == "ok":
+                    rec.get_copy(r)
+                    rec.get_end(r)
+
+    def read_on(self, r: int, rng: random.Random, copy_failures: bool) -> None:
+        """Reader `r`'s read one step on: begun on a random delivery, copied
+        (failing now and then), or ended."""
+        rec, stage, inbox = self.rec, self.stage, self.inbox
+        if stage[r] == "idle" and inbox[r]:
+            handle, signature = inbox[r].pop(rng.randrange(len(inbox[r])))
+            stage[r] = "open" if rec.get_begin(r, handle, signature).status == "ok" else "idle"
+            if stage[r] == "open":
+                self.flight[r] = handle
+        elif stage[r] == "open":
+            rec.get_copy(r, fail=copy_failures and rng.random() < 0.05)
             stage[r] = "copied"
-        if stage[r] == "copied":
+        elif stage[r] == "copied":
             rec.get_end(r)
+            stage[r] = "idle"
+            self.flight.pop(r)
+
+    def finish(self) -> None:
+        """The reads in flight finished."""
+        for r in self.readers:
+            if self.stage[r] == "open":
+                self.rec.get_copy(r)
+                self.stage[r] = "copied"
+            if self.stage[r] == "copied":
+                self.rec.get_end(r)
 
 
 # the store a recorded workload runs on: small, so TLC checks it in seconds

@@ -226,11 +226,6 @@ def corpus(name: str, folder: Path = TRACES_DIR) -> list[tlc.Trace]:
     return list(_corpus(name, folder))
 
 
-def corpus_model(name: str, folder: Path = TRACES_DIR) -> str:
-    entry: dict[str, Any] = manifest(folder)["corpora"][name]
-    return str(entry.get("model", name))
-
-
 @functools.cache
 def _corpus(name: str, folder: Path) -> tuple[tlc.Trace, ...]:
     entry = _entry("corpora", name, folder)
