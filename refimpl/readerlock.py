@@ -45,6 +45,6 @@ class hold:
             )
 
     def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.lock.release()
