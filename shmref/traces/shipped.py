@@ -73,8 +73,8 @@ class Counterexample:
         """How the report names it: the file (in the package, or a user's) and
         how TLC made it."""
         where = self.path
-        if where.is_relative_to(SPEC_DIR.parent):
-            where = where.relative_to(SPEC_DIR.parent)
+        if where.is_relative_to(SPEC_DIR):  # `spec/...`, in a checkout as in a wheel
+            where = Path("spec") / where.relative_to(SPEC_DIR)
         return f"{where} ({self.made})"
 
 
