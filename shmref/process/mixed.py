@@ -44,13 +44,6 @@ def roles(module: ModuleType) -> frozenset[str]:
     return program.roles if program is not None else frozenset({"writer", "reader"})
 
 
-def lock_kind(module: ModuleType) -> str:
-    """How a side's readers lock: "python" (the handle's lock, as the seed),
-    or a program's hello ("oracle": under the caller's lock; "own")."""
-    program = getattr(module, "PROGRAM", None)
-    return "python" if program is None else str(program.reader_lock)
-
-
 def compose(name: str, writer: ModuleType, readers: ModuleType) -> ModuleType:
     """The module whose writer is `writer`'s and whose readers are `readers`'."""
     if name in _COMPOSED:
