@@ -68,6 +68,7 @@ from shmref.oracle.console import hazard_said, print_summary
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
+from shmref.oracle.job import ImplRef
 from shmref.oracle.report import forget
 from shmref.oracle.verdict import (
     BAD,
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_summary(report, out)
     judge = functools.partial(
         run,
-        name,
+        ImplRef.of(name),  # resolved here, once: the children get it in their job
         quick=args.quick,
         levels=levels,
         baseline=not args.no_baseline and not args.hazard,
