@@ -18,7 +18,7 @@ from shmref.oracle.events import ContractEnded, Event, Loaded, NotLoaded, encode
 from shmref.oracle.verdict import ERROR
 
 
-def say(event: Event) -> None:
+def emit(event: Event) -> None:
     """The child's one writer: an event on stdout, flushed at once."""
     print(encode(event), flush=True)
 
@@ -49,13 +49,13 @@ def check(module: str, run: str | None = None) -> int:
     try:
         impl = load_impl(module)
     except ProgramFailure as exc:  # a program that cannot start or sends no hello
-        say(NotLoaded(str(exc).splitlines()[0]))
+        emit(NotLoaded(str(exc).splitlines()[0]))
         return 0
     except BaseException as exc:  # any import failure is the module's: one line
         problem = f"{module}: does not import: {type(exc).__name__}: {exc}".splitlines()[0]
-        say(NotLoaded(problem))
+        emit(NotLoaded(problem))
         return 0
-    say(Loaded(impl.__name__, import_root(impl) or "", tuple(channel.notes())))
+    emit(Loaded(impl.__name__, import_root(impl) or "", tuple(channel.notes())))
     failure: tuple[str, str] | None = None  # (status, detail)
     lacking: list[str] = []
     try:
@@ -78,7 +78,7 @@ def check(module: str, run: str | None = None) -> int:
         else ""
     )
     status, detail = failure or ("", "")
-    say(ContractEnded(problem, status, detail, tuple(leaked)))
+    emit(ContractEnded(problem, status, detail, tuple(leaked)))
     return 0
 
 
