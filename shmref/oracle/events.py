@@ -59,7 +59,10 @@ def encode(event: Event) -> str:
 
 def parse(line: str) -> Event:
     """The event `encode` wrote as `line`; ValueError for any other line."""
-    data = json.loads(line)
+    try:
+        data = json.loads(line)
+    except ValueError:
+        data = None
     if not isinstance(data, dict) or data.get("e") not in KINDS:
         raise ValueError(f"not an event: {line[:200]!r}")
     fields = {name: value for name, value in data.items() if name not in ("e", "t")}
