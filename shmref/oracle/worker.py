@@ -5,18 +5,19 @@ implementation runs here, never in the oracle's own process.
 
 A job (shmref.oracle.job, written by shmref.oracle.isolation) names the
 implementation, the suite's selections, the recordings and hazard replays
-still to do, and what an earlier child already finished or lost; RUN.json is the run's configuration
-(shmref.core.runconfig: where traces and calls go, the protocol's limits),
-entered once for everything below. The child's one way out is EVENTS: it
-appends one JSON line per event (shmref.oracle.events; `Events`, its only
-writer), flushed at once, so that whatever kills it (a segfault in a native
-store, os._exit, the parent's kill after a hang) the parent knows which
-property was running; a store program's failure comes to it through
-shmref.process.channel's `on_failure` and leaves as a `ProgramFailed` event.
-A watchdog thread reports a call into the
-implementation that has not returned within the job's `call_timeout`, with
-the stack it is stuck in, and beats once a second so that a child frozen
-with the GIL held is seen too.
+still to do, and what an earlier child already finished or lost; the
+implementation is loaded once, for all of them (the suite is given it).
+RUN.json is the run's configuration (shmref.core.runconfig: where traces
+and calls go, the protocol's limits), entered once for everything below.
+The child's one way out is EVENTS: it appends one JSON line per event
+(shmref.oracle.events; `Events`, its only writer), flushed at once, so that
+whatever kills it (a segfault in a native store, os._exit, the parent's
+kill after a hang) the parent knows which property was running; a store
+program's failure comes to it through shmref.process.channel's `on_failure`
+and leaves as a `ProgramFailed` event. A watchdog thread reports a call into
+the implementation that has not returned within the job's `call_timeout`,
+with the stack it is stuck in, and beats once a second so that a child
+frozen with the GIL held is seen too.
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ def _theirs() -> Generator[None, None, None]:
 
 class SuitePlugin:
     """Keeps the job's selection (the level table decides, whatever the
-    options), and reports each test's start, outcome and end as events."""
+    options), gives the suite the module this child loaded, and reports
+    each test's start, outcome and end as events."""
 
     def __init__(self, job: Job, impl: ModuleType, events: Events, claims: Claims) -> None:
         self.claims, self.impl = claims, impl
