@@ -4,30 +4,31 @@
 
 enters the run's configuration RUN.json (shmref.core.runconfig: the
 protocol's limits), imports MODULE (a program: starts it and reads its hello), creates a ring,
-a storage and its handle, closes the ring, and says what happened as JSON
-lines on stdout. Its parent gives it a session of its own and kills it
+a storage and its handle, closes the ring, and says what happened as events
+on stdout (shmref.oracle.events: `Loaded` or `NotLoaded`, then
+`ContractEnded`), one JSON line each. Its parent gives it a session of its own and kills it
 with all it started, whatever it does."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from shmref.oracle.events import ContractEnded, Event, Loaded, NotLoaded, encode
 from shmref.oracle.verdict import ERROR
 
 
-def say(message: dict[str, Any]) -> None:
-    print(json.dumps(message), flush=True)
+def emit(event: Event) -> None:
+    """The child's one writer: an event on stdout, flushed at once."""
+    print(encode(event), flush=True)
 
 
 def check(module: str, run: str | None = None) -> int:
     """`--check MODULE`: import it here (a program: started, its hello
     read), then create a ring, a storage and its handle, close the ring
-    (shmref.oracle.contractcheck); one JSON line when it is loaded, one at
-    the end: its name, where it imports from, what it lacks, how the
-    program failed, what it left in /dev/shm."""
+    (shmref.oracle.contractcheck); an event when it is loaded (its name,
+    where it imports from) or is not, one at the end: what it lacks, how
+    a call or the program failed, what it left in /dev/shm."""
     import faulthandler
     import gc
 
@@ -48,23 +49,22 @@ def check(module: str, run: str | None = None) -> int:
     try:
         impl = load_impl(module)
     except ProgramFailure as exc:  # a program that cannot start or sends no hello
-        say({"problem": str(exc).splitlines()[0]})
+        emit(NotLoaded(str(exc).splitlines()[0]))
         return 0
     except BaseException as exc:  # any import failure is the module's: one line
         problem = f"{module}: does not import: {type(exc).__name__}: {exc}".splitlines()[0]
-        say({"problem": problem})
+        emit(NotLoaded(problem))
         return 0
-    root = import_root(impl) or ""
-    say({"loaded": impl.__name__, "root": root, "notes": channel.notes()})
-    failure: dict[str, str] | None = None
+    emit(Loaded(impl.__name__, import_root(impl) or "", tuple(channel.notes())))
+    failure: tuple[str, str] | None = None  # (status, detail)
     lacking: list[str] = []
     try:
         lacking = contract.missing(impl)
     except BaseException as exc:  # a call that raised: the module's error, named
-        failure = {"status": ERROR, "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        failure = (ERROR, f"{type(exc).__name__}: {exc}".splitlines()[0])
     failed = channel.failures()
     if failed:  # the program broke the protocol, died or hung (each one line)
-        failure = {"status": failed[0].status, "detail": str(failed[0]).splitlines()[0]}
+        failure = (failed[0].status, str(failed[0]).splitlines()[0])
     gc.collect()  # a ring dropped by the check is closed now (its finalizer)
     segments.settle_all()
     channel.close_all()
@@ -77,15 +77,8 @@ def check(module: str, run: str | None = None) -> int:
         if lacking and failure is None
         else ""
     )
-    say(
-        {
-            "name": impl.__name__,
-            "root": root,
-            "problem": problem,
-            "failure": failure,
-            "leaked": leaked,
-        }
-    )
+    status, detail = failure or ("", "")
+    emit(ContractEnded(problem, status, detail, tuple(leaked)))
     return 0
 
 

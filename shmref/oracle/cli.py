@@ -68,6 +68,7 @@ from shmref.oracle.console import hazard_said, print_summary
 from shmref.oracle.contractcheck import run_check
 from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
+from shmref.oracle.job import ImplRef
 from shmref.oracle.report import forget
 from shmref.oracle.verdict import (
     BAD,
@@ -344,8 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if checked.found is None:
         print(checked.problem, file=sys.stderr)
         return 2
-    name = checked.found["name"]
-    for note in filter(None, checked.found.get("notes", "").splitlines()):
+    name = checked.found.name
+    for note in filter(None, checked.found.notes):
         print(f"shmref: {note}", file=sys.stderr)  # judged as its version; one line each
     folder = re.sub(r"[^\w.:=+-]+", "_", name).strip("_")  # exec: and mixed: names
     out = (args.out or default_out(folder)).resolve()
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_summary(report, out)
     judge = functools.partial(
         run,
-        name,
+        ImplRef.of(name),  # resolved here, once: the children get it in their job
         quick=args.quick,
         levels=levels,
         baseline=not args.no_baseline and not args.hazard,
@@ -369,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         all_groups=args.all_groups,
         timeout=args.timeout,
         call_timeout=args.call_timeout,
-        impl_root=checked.found.get("root") or "",
+        impl_root=checked.found.root,
         workers=args.workers,
         shrink_budget=(
             args.shrink_budget

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
 
 from shmref import tlc
 from shmref.core.levels import NO_SEED
@@ -18,8 +17,10 @@ from shmref.core.runconfig import RunConfig
 from shmref.oracle import privateshm
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
+from shmref.oracle.events import Event, Recorded
 from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.isolation import Unit, run_isolated
+from shmref.oracle.isolation import run_isolated
+from shmref.oracle.job import RECORDING_UNIT, ImplRef, Job, RecordingTask, Unit, hazard_unit
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report, forget
 from shmref.oracle.shmclean import remove_orphans
@@ -42,9 +43,7 @@ from shmref.oracle.verdict import (
     Check,
     level_status,
 )
-from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
-from shmref.seed.aliases import alias_of, is_seed
 from shmref.seed.build import SeedError
 from shmref.session import profiles
 
@@ -122,7 +121,7 @@ def property_problem(name: str) -> str:
 
 
 def run(
-    name: str,
+    impl: ImplRef,
     out: Path,
     quick: bool,
     levels: Sequence[str] = LEVELS,
@@ -143,7 +142,7 @@ def run(
     max_timeouts: int = DEFAULT_MAX_TIMEOUTS,
     config: RunConfig | None = None,
 ) -> Report:
-    """One conformance run; the implementation runs in child processes
+    """One conformance run of `impl`; it runs in child processes
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
     when `quick` (every property name, with quick TLC and recordings);
     `shrink` False: failing examples are not shrunk (verdicts only);
@@ -160,7 +159,7 @@ def run(
     `max_timeouts`: after that many TIMEOUTs the run stops and every property
     is TIMEOUT (stopped_for_timeouts); `config`: what every child is told
     (shmref.core.runconfig: the limits)."""
-    started = time.monotonic()
+    started, name = time.monotonic(), impl.name
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
     hazards = [h for h in HAZARDS if only is None or f"hazard {h.model}" in only]
@@ -169,7 +168,7 @@ def run(
     ]
     seed_run: SeedBaseline | None = None
     seed_problem = ""
-    if baseline and not is_seed(name):
+    if baseline and not impl.is_seed:
         seed_run = SeedBaseline(
             quick, levels, all_groups, timeout, call_timeout, workers, repeat=repeat
         )
@@ -184,46 +183,42 @@ def run(
         print(f"shmref: {no_tlc}", file=sys.stderr)
 
     profile = profiles.for_run(quick, shrink)
-    recordings: list[dict[str, Any]] = [
-        {"path": str(out / f"recording-{seed}.json"), "steps": 150 if quick else 300, "seed": seed}
+    recordings = tuple(
+        RecordingTask(out / f"recording-{seed}.json", 150 if quick else 300, seed)
         for seed in (((1,) if quick else (1, 2)) if record else ())
-    ]
-    for item in recordings:
-        Path(item["path"]).unlink(missing_ok=True)
-    job = {
-        "name": name,
-        "impl_arg": alias_of(name),
-        "out": str(out),
-        "profile": profile,
-        "levels": list(levels),
-        "groups": [g.label for g in groups],
-        "recordings": recordings,
-        "hazards": [h.model for h in hazards] if protocol else [],
-        "counterexample": str(counterexample.resolve()) if counterexample else None,
-        "shrink_budget": shrink_budget,
-    }
-    others = {(PROTOCOL, "trace validation"): len(recordings)} if recordings else {}
-    others.update({(PROTOCOL, f"hazard {h.model}"): 1 for h in hazards if protocol})
+    )
+    for task in recordings:
+        task.path.unlink(missing_ok=True)
+    job = Job(
+        impl=impl,
+        out=out,
+        profile=profile,
+        levels=tuple(levels),
+        groups=tuple(g.label for g in groups),
+        recordings=recordings,
+        hazards=tuple(h.model for h in hazards) if protocol else (),
+        counterexample=counterexample.resolve() if counterexample else None,
+        shrink_budget=shrink_budget,
+        call_timeout=call_timeout,
+    )
+    others = {RECORDING_UNIT: len(recordings)} if recordings else {}
+    others.update({hazard_unit(model): 1 for model in job.hazards})
     bar = Progress(sys.stderr, others) if progress else None
     early: list[threading.Thread] = []
 
-    def hear(event: dict[str, Any]) -> None:
+    def hear(event: Event) -> None:
         if bar:
             bar.event(event)
-        if event["e"] == "recording" and event["error"] is None and not no_tlc:
+        if isinstance(event, Recorded) and event.error is None and not no_tlc:
             early.append(
-                threading.Thread(
-                    target=validate_early, args=(Path(event["path"]), out), daemon=True
-                )
+                threading.Thread(target=validate_early, args=(event.path, out), daemon=True)
             )
             early[-1].start()
 
     try:
         outcome = run_isolated(
             job,
-            out,
             timeout,
-            call_timeout,
             workers or default_workers(),
             hear,
             max_timeouts,
@@ -267,7 +262,7 @@ def run(
         not_run.append(stopped_for_timeouts(checks, outcome.stopped, max_timeouts))
     run_levels = tuple(level for level in LEVELS if level in levels)
     seed_levels: dict[str, str] = {}
-    if is_seed(name):
+    if impl.is_seed:
         for check in checks:
             check.seed = check.status
         seed_levels = {level: level_status(checks, level, run_levels) for level in LEVELS}

@@ -14,7 +14,6 @@ leaves a segment behind, FAIL, as any test that leaks one."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from typing import Any
 
 from shmref.core.runconfig import RunConfig, running
 from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
+from shmref.oracle.events import ContractEnded, Event, Loaded, NotLoaded, parse
 from shmref.oracle.isolation import signal_text
 from shmref.oracle.shmclean import group_gone, remove_orphans
 from shmref.oracle.verdict import CRASH, FAIL, SEED, TIMEOUT, Check
@@ -46,24 +46,29 @@ TAIL = 20  # lines of the child's stderr in a CRASH's detail
 
 @dataclass
 class Checked:
-    """What the check found: the module's name and import root, or one line
-    that ends the run (exit 2), or the check's property when it did not pass."""
+    """What the check found: the module as its child loaded it (its name,
+    import root, notes), or one line that ends the run (exit 2), or the
+    check's property when it did not pass."""
 
-    found: dict[str, str] | None
+    found: Loaded | None
     problem: str = ""
     check: Check | None = None
 
 
-def lines_of(path: Path) -> list[dict[str, Any]]:
+def events_of(path: Path) -> list[Event]:
+    """The child's events on its stdout (lines that are no event, which the
+    module under test may print there, skipped)."""
     found = []
     for line in path.read_text(errors="replace").splitlines():
         try:
-            message = json.loads(line)
+            found.append(parse(line))
         except ValueError:
             continue
-        if isinstance(message, dict):
-            found.append(message)
     return found
+
+
+def loaded_in(events: list[Event]) -> Loaded | None:
+    return next((e for e in events if isinstance(e, Loaded)), None)
 
 
 def tail(path: Path) -> str:
@@ -97,13 +102,13 @@ def run_check(module: str, call_timeout: float, config: RunConfig | None = None)
                 start_new_session=True,
             )
         started = loaded_at = time.monotonic()
-        loaded: dict[str, Any] | None = None
+        loaded: Loaded | None = None
         timed_out = False
         try:
             while process.poll() is None:
                 time.sleep(0.05)
                 if loaded is None:
-                    loaded = next((m for m in lines_of(out) if "loaded" in m), None)
+                    loaded = loaded_in(events_of(out))
                     loaded_at = time.monotonic()
                 limit = call_limit if loaded else load_limit
                 if time.monotonic() - (loaded_at if loaded else started) > limit:
@@ -120,9 +125,11 @@ def run_check(module: str, call_timeout: float, config: RunConfig | None = None)
             group_gone(process.pid)
             end_adopted(process.pid)  # any that came here while they died: reaped
         removed = remove_orphans(before)
-        lines = lines_of(out)
-        loaded = loaded or next((m for m in lines if "loaded" in m), None)
-        final = next((m for m in reversed(lines) if "problem" in m), None)
+        said_events = events_of(out)
+        loaded = loaded or loaded_in(said_events)
+        final = next(
+            (e for e in reversed(said_events) if isinstance(e, (NotLoaded, ContractEnded))), None
+        )
         said = {"limit": call_limit if loaded else load_limit, "tail": tail(err)}
         ended = (process.returncode, timed_out)
         return judge(module, is_program, ended, loaded, final, removed, said)
@@ -132,8 +139,8 @@ def judge(
     module: str,
     is_program: bool,
     ended: tuple[int, bool],
-    loaded: dict[str, Any] | None,
-    final: dict[str, Any] | None,
+    loaded: Loaded | None,
+    final: NotLoaded | ContractEnded | None,
     removed: list[str],
     said: dict[str, Any],
 ) -> Checked:
@@ -141,30 +148,29 @@ def judge(
     (its exit code, and whether it was killed at the limit)."""
     code, timed_out = ended
     if loaded is None:  # nothing to judge: exit 2
-        if final is not None and final["problem"]:
-            return Checked(None, final["problem"])
+        if final is not None and final.problem:
+            return Checked(None, final.problem)
         if timed_out:
             what = "sent no hello" if is_program else "did not import"
             return Checked(None, f"{module}: {what} within {said['limit']:g} s")
         last = (said["tail"].splitlines() or [""])[-1]
         return Checked(None, f"{module}: importing it {signal_text(code)}: {last}".rstrip(": "))
-    found = {"name": loaded["loaded"], "root": loaded.get("root") or ""}
-    found["notes"] = "\n".join(loaded.get("notes") or [])  # a program of an older version
+    found = loaded
+    end = final if isinstance(final, ContractEnded) else None
     # its own leaks, as the child counted them (a diff of /dev/shm may see
     # another process's, made meanwhile): FAIL; after a failure, all it left
-    leaked = sorted((final or {}).get("leaked") or [])
+    leaked = sorted(end.leaked) if end is not None else []
     everything = sorted(set(leaked) | set(removed))
     left = f"; left in /dev/shm (removed): {', '.join(everything)}" if everything else ""
-    if final is not None and final.get("failure"):
-        failure = final["failure"]
-        check = Check(SEED, NAME, WHAT, failure["status"], detail=failure["detail"] + left)
+    if end is not None and end.status:
+        check = Check(SEED, NAME, WHAT, end.status, detail=end.detail + left)
         return Checked(found, check=check)
-    if final is not None and final["problem"]:
-        return Checked(None, final["problem"])
+    if final is not None and final.problem:
+        return Checked(None, final.problem)
     if timed_out:
         detail = f"the check did not end within {said['limit']:g} s{left}"
         return Checked(found, check=Check(SEED, NAME, WHAT, TIMEOUT, detail=detail))
-    if final is None:
+    if end is None:
         detail = f"the check's process {signal_text(code)}{left}:\n{said['tail']}".rstrip(":\n")
         return Checked(found, check=Check(SEED, NAME, WHAT, CRASH, detail=detail))
     if leaked:

@@ -30,9 +30,9 @@ import tomlkit
 
 from shmref.core.paths import SUITE_DIR
 from shmref.oracle.hazards import HAZARDS
+from shmref.oracle.job import RECORDING_UNIT
 from shmref.oracle.testgroups import TEST_GROUPS, group_of
 from shmref.oracle.verdict import BAD, FLAKY, NOT_RUN, SKIP, STATUSES, Check
-from shmref.oracle.worker import RECORDING_UNIT
 from shmref.traces import shipped
 
 VERSION = 1

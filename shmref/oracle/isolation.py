@@ -3,7 +3,8 @@ child process (shmref.oracle.worker), so that a store that segfaults, exits or
 hangs gets a verdict instead of taking the oracle down with it.
 
 Several children run at once (one per core by default; shmref.oracle.shards
-says which test each runs). A child writes an event per test start, outcome and end. When it dies in
+says which test each runs). Each is told a job (shmref.oracle.job) and writes
+an event per test start, outcome and end (shmref.oracle.events). When it dies in
 the middle of a property, that property is CRASH; when a call into the
 implementation does not return within `call_timeout`, or a property runs
 past `timeout`, the child's whole process group is killed and the property
@@ -15,7 +16,6 @@ removed.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -23,16 +23,31 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from shmref.calls.callstream import calls_file, crash_trace
 from shmref.core.runconfig import RunConfig
 from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
+from shmref.oracle.events import (
+    Beat,
+    CaseResult,
+    CollectError,
+    Ended,
+    Event,
+    Finished,
+    HazardJudged,
+    Lost,
+    ProgramFailed,
+    Recorded,
+    Reserved,
+    Stalled,
+    Started,
+    parse,
+)
+from shmref.oracle.job import Job, Unit, hazard_unit, write_job
 from shmref.oracle.shmclean import group_gone, remove_orphans
-from shmref.oracle.verdict import CRASH, TIMEOUT
-from shmref.process import has_programs
+from shmref.oracle.verdict import CRASH, TIMEOUT, Check
 from shmref.process.segments import names as shm_names
 from shmref.render.sink import FOLDER, file_name, save
 
@@ -40,12 +55,12 @@ POLL = 0.1  # seconds between looks at the child
 STARTUP = 120.0  # seconds a new child may take to start beating
 LOG_TAIL = 25  # lines of the child's output kept in a CRASH's detail
 
-Unit = tuple[str, str]  # (level, property)
-
 
 @dataclass
 class Incident:
-    status: str  # CRASH or TIMEOUT
+    """How a property was lost with its child."""
+
+    status: str  # CRASH, TIMEOUT, or a store program's (shmref.process.channel)
     detail: str
     node: str | None = None  # the suite test that was running, if any
 
@@ -55,8 +70,8 @@ class Outcome:
     """What all the children together reported."""
 
     cases: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> worst result
-    checks: list[dict[str, Any]] = field(default_factory=list)  # hazard checks (asdict)
-    recordings: list[tuple[str, str | None, bool]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)  # the hazard replays judged
+    recordings: list[Recorded] = field(default_factory=list)
     incidents: dict[Unit, Incident] = field(default_factory=dict)
     collect_errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # a child that died outside any property
@@ -91,18 +106,18 @@ def signal_text(code: int) -> str:
 class Child:
     """One worker process and the events it has written so far."""
 
-    def __init__(self, job: dict[str, Any], out: Path, number: int, config: RunConfig) -> None:
-        folder = out / "workers"  # one job, event stream, configuration and log per child
+    def __init__(self, job: Job, number: int, config: RunConfig) -> None:
+        folder = job.out / "workers"  # one job, event stream, configuration and log per child
         folder.mkdir(parents=True, exist_ok=True)
         self.job_path = folder / f"{number}.json"
         self.events_path = folder / f"{number}.jsonl"
         self.log_path = folder / f"{number}.log"
-        self.job_path.write_text(json.dumps(job))
+        write_job(job, self.job_path)
         self.events_path.write_text("")
         # what the child is told (shmref.core.runconfig): failures leave their
         # traces in DIR/timelines, and a crash the calls before it
         run = config.but(
-            trace_dir=str(out / FOLDER), calls_file=str(calls_file(self.events_path))
+            trace_dir=str(job.out / FOLDER), calls_file=str(calls_file(self.events_path))
         ).write(folder / f"{number}.run.json")
         self.offset = 0
         self.shm_before = shm_names()
@@ -123,13 +138,14 @@ class Child:
                 start_new_session=True,  # its own process group: killed as one
             )
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
+        """The events it wrote since the last look (complete lines only)."""
         with open(self.events_path, encoding="utf-8") as file:
             file.seek(self.offset)
             text = file.read()
         complete = text[: text.rfind("\n") + 1]
         self.offset += len(complete.encode())
-        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+        return [parse(line) for line in complete.splitlines() if line.strip()]
 
     def kill(self) -> None:
         end_tree(self.process.pid)  # stopped, then killed: none leaves meanwhile
@@ -154,14 +170,12 @@ class Child:
         return "\n".join(lines[-LOG_TAIL:])
 
 
-Listener = Callable[[dict[str, Any]], None]
+Listener = Callable[[Event], None]
 
 
 def run_isolated(
-    job: dict[str, Any],
-    out: Path,
+    job: Job,
     timeout: float,
-    call_timeout: float,
     workers: int = 1,
     listener: Listener | None = None,
     max_timeouts: int = 0,
@@ -169,7 +183,8 @@ def run_isolated(
 ) -> Outcome:
     """Run `job` in `workers` children at once (shmref.oracle.shards), each
     replaced when it dies, until every part of it has a result. `listener`
-    sees every event of every child (shmref.oracle.progress); `config` is
+    sees every event of every child (shmref.oracle.progress), and the `Lost`
+    of each property a child died in; `config` is
     what each child is told (its own files added). Once `max_timeouts`
     properties (0: no limit) have ended TIMEOUT, no more is started: the
     store stopped answering, and asking each property again would cost a
@@ -178,16 +193,13 @@ def run_isolated(
     become_subreaper()  # a child's orphans come here, never to init (shmref.oracle.descendants)
     config = config or RunConfig()
     outcome = Outcome()
-    claims = out / "workers" / "claims"
-    shutil.rmtree(claims, ignore_errors=True)
-    job = {**job, "skip_nodes": [], "skip_units": [], "call_timeout": call_timeout}
-    job["claims"] = str(claims)
+    shutil.rmtree(job.claims, ignore_errors=True)
     hear = listener or (lambda event: None)
     before = shm_names()
     lanes = []
     for _ in range(max(1, workers)):
         outcome.children += 1
-        lanes.append(Lane(Child(job, out, outcome.children, config), timeout, call_timeout, hear))
+        lanes.append(Lane(Child(job, outcome.children, config), timeout, job.call_timeout, hear))
     try:
         while lanes:
             for lane in list(lanes):
@@ -201,7 +213,7 @@ def run_isolated(
                     break
                 if successor is not None:
                     outcome.children += 1
-                    child = Child(successor, out, outcome.children, config)
+                    child = Child(successor, outcome.children, config)
                     lanes.append(Lane(child, *lane.limits, hear))
             if outcome.stopped:
                 break
@@ -210,7 +222,7 @@ def run_isolated(
         # every child is gone: what a store program left that no live process
         # holds (a segment made between requests, which it does not account
         # for: shmref.process.segments); not swept while a sibling still runs
-        if has_programs(str(job.get("impl_arg", ""))):
+        if job.impl.has_programs:
             outcome.removed += remove_orphans(before)
     finally:  # stopped, or interrupted (Ctrl-C, SIGTERM): the children have sessions of their own
         for lane in lanes:
@@ -220,13 +232,9 @@ def run_isolated(
 
 
 def process_incident(code: int, node: str | None, tail: str) -> Incident:
-    """A dead child's incident: CRASH, or the status a store program's proxy
-    exited with (shmref.process.channel.EXIT_CODES: its last line says why)."""
-    from shmref.process.channel import EXIT_CODES
-
-    if code in EXIT_CODES:  # its line, not the program's stderr after it
-        said = [line for line in tail.splitlines() if line.startswith("shmref.process: ")]
-        return Incident(EXIT_CODES[code], said[-1] if said else tail, node)
+    """A dead child's incident when it said nothing of how it died: CRASH.
+    (A store program's failure is said as a `ProgramFailed` event, its status
+    there; the worker's exit code only repeats it for the log.)"""
     where = f" in {node}" if node else ""
     return Incident(
         CRASH, f"the implementation's process {signal_text(code)}{where}:\n{tail}", node
@@ -249,11 +257,12 @@ def draw_the_calls_before(incident: Incident, child: Child) -> None:
 def after(
     lane: Lane,
     result: tuple[bool, Unit | None, str | None],
-    job: dict[str, Any],
+    job: Job,
     outcome: Outcome,
     hear: Listener,
-) -> dict[str, Any] | None:
-    """What follows a child's end: nothing, or the job of its replacement."""
+) -> Job | None:
+    """What follows a child's end: nothing, or the job of its replacement
+    (the run's `job` less what is done or lost by now)."""
     child = lane.child
     ended, unit, node = result
     # the group's stragglers (readers the tests spawned, a resource tracker,
@@ -277,14 +286,16 @@ def after(
         outcome.incidents[unit] = process_incident(code, node, child.log_tail())
     incident = outcome.incidents[unit]
     draw_the_calls_before(incident, child)
-    hear({"e": "incident", "unit": list(unit), "status": incident.status, "node": node})
-    job["skip_units"] = [list(u) for u in outcome.incidents]
-    job["skip_nodes"] = sorted(outcome.cases)
-    done = {path for path, _, _ in outcome.recordings}
-    job["recordings"] = [r for r in job["recordings"] if r["path"] not in done]
-    judged = {c["name"] for c in outcome.checks}
-    job["hazards"] = [h for h in job["hazards"] if f"hazard {h}" not in judged]
-    return dict(job)
+    hear(Lost(unit, incident.status, node))
+    recorded = {r.path for r in outcome.recordings}
+    judged = {c.name for c in outcome.checks}
+    return replace(
+        job,
+        skip_units=tuple(outcome.incidents),
+        skip_nodes=tuple(sorted(outcome.cases)),
+        recordings=tuple(r for r in job.recordings if r.path not in recorded),
+        hazards=tuple(h for h in job.hazards if hazard_unit(h)[1] not in judged),
+    )
 
 
 class Lane:
@@ -317,38 +328,35 @@ class Lane:
         self.last = now
         for event in child.events():
             self.hear(event)
-            kind = event["e"]
-            if kind == "beat":
-                self.beat, self.grace = now, max(call_timeout, 10.0)
-            elif kind == "start":
-                self.unit = (event["unit"][0], event["unit"][1]) if event["unit"] else None
-                self.node = event.get("node")
-                if self.reserved and self.reserved[0] == self.node:
-                    self.reserved = None
-            elif kind == "reserve":
-                self.reserved = (event["node"], event["claim"])
-            elif kind == "case":
-                outcome.keep_case(event["node"], event["status"], event["text"])
-            elif kind == "finish":
-                self.unit = self.node = None
-            elif kind == "recording":
-                outcome.recordings.append(
-                    (event["path"], event["error"], event.get("missing", False))
-                )
-                self.unit = None
-            elif kind == "check":
-                outcome.checks.append(event["check"])
-                self.unit = None
-            elif kind == "collect_error":
-                outcome.collect_errors.append(event["text"])
-            elif kind == "incident" and self.unit is not None:  # a store program's (shmref.process)
-                return self.stop(outcome, event["status"], event["detail"])
-            elif kind == "stall" and self.unit is not None:
-                where = f" in {self.node}" if self.node else ""
-                return self.stop(outcome, TIMEOUT, event["detail"] + where + ":\n" + event["stack"])
-            elif kind == "end":
-                child.process.wait()
-                return True, None, None
+            match event:
+                case Beat():
+                    self.beat, self.grace = now, max(call_timeout, 10.0)
+                case Started(node=node, unit=unit):
+                    self.unit, self.node = unit, node
+                    if self.reserved and self.reserved[0] == node:
+                        self.reserved = None
+                case Reserved(node=node, claim=claim):
+                    self.reserved = (node, claim)
+                case CaseResult(node=node, status=status, text=text):
+                    outcome.keep_case(node, status, text)
+                case Finished():
+                    self.unit = self.node = None
+                case Recorded():
+                    outcome.recordings.append(event)
+                    self.unit = None
+                case HazardJudged(check=check):
+                    outcome.checks.append(check)
+                    self.unit = None
+                case CollectError(text=text):
+                    outcome.collect_errors.append(text)
+                case ProgramFailed(status=status, detail=detail) if self.unit is not None:
+                    return self.stop(outcome, status, detail)
+                case Stalled(detail=detail, stack=stack) if self.unit is not None:
+                    where = f" in {self.node}" if self.node else ""
+                    return self.stop(outcome, TIMEOUT, detail + where + ":\n" + stack)
+                case Ended():
+                    child.process.wait()
+                    return True, None, None
         if not alive:
             return False, self.unit, self.node
         if self.unit is not None and self.spent.get(self.unit, 0.0) > timeout:

@@ -1,20 +1,29 @@
 """What a conformance run is doing while it runs, on stderr: property N of M,
 its level, the time so far. On a terminal one line redrawn in place (a bar);
 elsewhere (CI, a log) one line per finished property. Fed by the children's
-events (shmref.oracle.isolation); it writes nothing into the report.
+events (shmref.oracle.events, through shmref.oracle.isolation); it writes
+nothing into the report.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import TextIO
 
+from shmref.oracle.events import (
+    CaseResult,
+    Collected,
+    Event,
+    Finished,
+    HazardJudged,
+    Lost,
+    Recorded,
+    Started,
+)
+from shmref.oracle.job import RECORDING_UNIT, Unit
 from shmref.oracle.testgroups import property_key
-from shmref.oracle.verdict import PROTOCOL
 
-Unit = tuple[str, str]
-RECORDINGS = (PROTOCOL, "trace validation")  # the worker's RECORDING_UNIT
 WIDTH = 24  # the bar's cells
 WORST = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
 FAILING = ("FAIL", "ERROR", "CRASH", "TIMEOUT")
@@ -51,40 +60,44 @@ class Progress:
     def total(self) -> int:
         return len(set(self.left) | set(self.counts) | set(self.done))
 
-    def event(self, event: dict[str, Any]) -> None:
-        kind = event.get("e")
-        if kind == "collected":
-            for node in event["nodes"]:
+    def event(self, event: Event) -> None:
+        """Count what `event` finishes (the others draw nothing)."""
+        match event:
+            case Collected(nodes=nodes):
+                for node in nodes:
+                    unit = property_key(node)
+                    if unit is not None and unit not in self.done:
+                        self.left.setdefault(unit, set()).add(node)
+            case Started(unit=unit) if unit is not None:
+                self.running = unit
+                self.draw()
+            case CaseResult(node=node, status=status):
                 unit = property_key(node)
-                if unit is not None and unit not in self.done:
-                    self.left.setdefault(unit, set()).add(node)
-        elif kind == "start" and event.get("unit"):
-            self.running = (event["unit"][0], event["unit"][1])
-            self.draw()
-        elif kind == "case":
-            unit = property_key(event["node"])
-            if unit is not None:
-                self.worse(unit, event["status"])
-        elif kind == "finish":
-            unit = property_key(event["node"])
-            if unit is not None and unit in self.left:
-                self.left[unit].discard(event["node"])
-                if not self.left[unit]:
-                    self.finish(unit)
-        elif kind in ("recording", "check"):
-            unit = RECORDINGS if kind == "recording" else (event["unit"][0], event["unit"][1])
-            if kind == "check":
-                self.status[unit] = event["check"]["status"]
-            elif event.get("error"):
-                self.worse(unit, "error")
-            else:  # TLC's verdict on it comes with the report
-                self.status.setdefault(unit, "recorded")
-            self.counts[unit] = self.counts.get(unit, 1) - 1
-            if self.counts[unit] <= 0:
+                if unit is not None:
+                    self.worse(unit, status)
+            case Finished(node=node):
+                unit = property_key(node)
+                if unit is not None and unit in self.left:
+                    self.left[unit].discard(node)
+                    if not self.left[unit]:
+                        self.finish(unit)
+            case Recorded(error=error):
+                if error:
+                    self.worse(RECORDING_UNIT, "error")
+                else:  # TLC's verdict on it comes with the report
+                    self.status.setdefault(RECORDING_UNIT, "recorded")
+                self.counted(RECORDING_UNIT)
+            case HazardJudged(unit=unit, check=check):
+                self.status[unit] = check.status
+                self.counted(unit)
+            case Lost(unit=unit, status=status):
+                self.status[unit] = status
                 self.finish(unit)
-        elif kind == "incident" and "unit" in event:  # the parent's, not a program's own
-            unit = (event["unit"][0], event["unit"][1])
-            self.status[unit] = event["status"]
+
+    def counted(self, unit: Unit) -> None:
+        """One of the events that finish `unit` (a recording, a hazard) came."""
+        self.counts[unit] = self.counts.get(unit, 1) - 1
+        if self.counts[unit] <= 0:
             self.finish(unit)
 
     def worse(self, unit: Unit, status: str) -> None:

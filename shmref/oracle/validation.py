@@ -15,6 +15,7 @@ from shmref import contract, tlc
 from shmref.core.paths import cache_dir
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.isolation import Outcome
+from shmref.oracle.job import RECORDING_UNIT
 from shmref.oracle.verdict import (
     ERROR,
     FAIL,
@@ -25,7 +26,6 @@ from shmref.oracle.verdict import (
     shell,
     shell_impl,
 )
-from shmref.oracle.worker import RECORDING_UNIT
 from shmref.render import sink
 from shmref.render.build import Builder
 from shmref.render.traceformat import Trace as Timeline
@@ -145,7 +145,7 @@ def isolated_protocol_checks(
     its recordings, which TLC does here."""
     if not protocol:
         return []
-    checks = [Check(**data) for data in outcome.checks]
+    checks = list(outcome.checks)
     judged = {c.name for c in checks}
     for hazard in HAZARDS:
         unit = (PROTOCOL, f"hazard {hazard.model}")
@@ -166,12 +166,13 @@ def isolated_protocol_checks(
         checks.append(Check(PROTOCOL, RECORDING_UNIT[1], what, NOT_RUN, detail=no_tlc))
         return checks
     recordings: list[tuple[Path, Recording | Exception]] = []
-    for path, error, missing in outcome.recordings:
-        if error is None:
-            recordings.append((Path(path), Recording.load(Path(path))))
+    for made in outcome.recordings:
+        if made.error is None:
+            recordings.append((made.path, Recording.load(made.path)))
         else:
-            problem = contract.MissingCapability(error) if missing else RuntimeError(error)
-            recordings.append((Path(path), problem))
+            error = made.error
+            problem = contract.MissingCapability(error) if made.missing else RuntimeError(error)
+            recordings.append((made.path, problem))
     try:
         checks.append(validation_check(name, recordings, out, root))
     except tlc.TlcError as exc:

@@ -3,33 +3,32 @@ implementation runs here, never in the oracle's own process.
 
     python -m shmref.oracle.worker JOB.json EVENTS.jsonl RUN.json
 
-A job (written by shmref.oracle.isolation) names the implementation, the suite's
-selections, the recordings and hazard replays still to do, and what an
-earlier child already finished or lost; RUN.json is the run's configuration
-(shmref.core.runconfig: where traces and calls go, the protocol's limits),
-entered once for everything below. The child's one way out is EVENTS: it
-appends one JSON line per event (`Events`, its only writer), flushed at
-once, so that whatever kills it (a segfault in a native store, os._exit,
-the parent's kill after a hang) the parent knows which property was
-running; a store program's failure comes to it through
-shmref.process.channel's `on_failure` and leaves as an `incident` event.
-A watchdog thread reports a call into the
-implementation that has not returned within the job's `call_timeout`, with
-the stack it is stuck in, and beats once a second so that a child frozen
-with the GIL held is seen too.
+A job (shmref.oracle.job, written by shmref.oracle.isolation) names the
+implementation, the suite's selections, the recordings and hazard replays
+still to do, and what an earlier child already finished or lost; the
+implementation is loaded once, for all of them (the suite is given it).
+RUN.json is the run's configuration (shmref.core.runconfig: where traces
+and calls go, the protocol's limits), entered once for everything below.
+The child's one way out is EVENTS: it appends one JSON line per event
+(shmref.oracle.events; `Events`, its only writer), flushed at once, so that
+whatever kills it (a segfault in a native store, os._exit, the parent's
+kill after a hang) the parent knows which property was running; a store
+program's failure comes to it through shmref.process.channel's `on_failure`
+and leaves as a `ProgramFailed` event. A watchdog thread reports a call into
+the implementation that has not returned within the job's `call_timeout`,
+with the stack it is stuck in, and beats once a second so that a child
+frozen with the GIL held is seen too.
 """
 
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Generator, Iterator
-from dataclasses import asdict
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -38,15 +37,32 @@ import pytest
 
 from shmref.core.runconfig import RunConfig, enter_run
 from shmref.oracle.descendants import hold
+from shmref.oracle.events import (
+    Beat,
+    CaseResult,
+    CaseStatus,
+    Collected,
+    CollectError,
+    Ended,
+    Event,
+    Finished,
+    HazardJudged,
+    ProgramFailed,
+    PytestExited,
+    Recorded,
+    Reserved,
+    Stalled,
+    Started,
+    encode,
+)
+from shmref.oracle.job import RECORDING_UNIT, Job, hazard_unit, read_job
 from shmref.oracle.shards import Claims, longest_first, run_claimed
 from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
 from shmref.oracle.verdict import ERROR, PROTOCOL, Check
 from shmref.process import channel
 from shmref.process.messages import ProgramFailure
-from shmref.session import shrinkbudget
+from shmref.session import given, shrinkbudget
 from shmref.traces.recorder import record
-
-RECORDING_UNIT = (PROTOCOL, "trace validation")
 
 
 class Events:
@@ -62,8 +78,8 @@ class Events:
     def fresh_lock(self) -> None:
         self.lock = threading.Lock()
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        line = json.dumps({"e": kind, "t": time.time(), **fields}, default=str)
+    def emit(self, event: Event) -> None:
+        line = encode(event)
         with self.lock:
             self.file.write(line + "\n")
             self.file.flush()
@@ -71,11 +87,11 @@ class Events:
     def program_failed(self, failure: ProgramFailure) -> None:
         """A store program broke the protocol, died or hung (shmref.process.channel):
         its property's status, whatever the test does with exceptions. The
-        line goes to the log and, as an `incident`, to the oracle; the exit
-        code says the status too (a child that dies before the line is read)."""
+        line goes to the log and, as a `ProgramFailed` event, to the oracle
+        (the status crosses only there; the exit code repeats it for the log)."""
         line = channel.failure_line(failure)
         print(line, file=sys.stderr, flush=True)  # pytest may be capturing it
-        self.emit("incident", status=failure.status, detail=line)
+        self.emit(ProgramFailed(failure.status, line))
         os._exit(channel.exit_code(failure))
 
 
@@ -110,7 +126,6 @@ class Watchdog(threading.Thread):
     def __init__(self, events: Events, places: tuple[str, ...], limit: float) -> None:
         super().__init__(daemon=True, name="shmref-watchdog")
         self.events, self.places, self.limit = events, places, limit
-        self.unit: tuple[str, str] | None = None
 
     def outermost_impl_frame(self, frame: FrameType | None) -> FrameType | None:
         found = None
@@ -128,7 +143,7 @@ class Watchdog(threading.Thread):
         seen: dict[int, tuple[tuple[int, ...], float]] = {}  # thread -> (signature, since)
         while True:
             time.sleep(0.5)
-            self.events.emit("beat")
+            self.events.emit(Beat())
             if self.places and self.look(seen):
                 return  # reported: the parent kills this process now
 
@@ -156,12 +171,12 @@ class Watchdog(threading.Thread):
                 if now - seen[ident][1] < self.limit:
                     continue
                 self.events.emit(
-                    "stall",
-                    unit=self.unit,
-                    detail=f"a call into the implementation did not return within "
-                    f"{self.limit:g} s ({frame.f_code.co_name} in {frame.f_code.co_filename}, "
-                    f"line {frame.f_lineno})",
-                    stack="".join(traceback.format_stack(top)[-12:]),
+                    Stalled(
+                        f"a call into the implementation did not return within {self.limit:g} s"
+                        f" ({frame.f_code.co_name} in {frame.f_code.co_filename}, "
+                        f"line {frame.f_lineno})",
+                        "".join(traceback.format_stack(top)[-12:]),
+                    )
                 )
                 return True
             for gone in set(seen) - set(frames):
@@ -183,17 +198,19 @@ def _theirs() -> Generator[None, None, None]:
 
 class SuitePlugin:
     """Keeps the job's selection (the level table decides, whatever the
-    options), and reports each test's start, outcome and end as events."""
+    options), gives the suite the module this child loaded, and reports
+    each test's start, outcome and end as events."""
 
-    def __init__(
-        self, job: dict[str, Any], events: Events, watchdog: Watchdog, claims: Claims
-    ) -> None:
-        self.claims = claims
-        self.levels = set(job["levels"])
-        self.groups = set(job["groups"])
-        self.skip_nodes = set(job["skip_nodes"])
-        self.skip_units = {tuple(u) for u in job["skip_units"]}
-        self.events, self.watchdog = events, watchdog
+    def __init__(self, job: Job, impl: ModuleType, events: Events, claims: Claims) -> None:
+        self.claims, self.impl = claims, impl
+        self.groups = set(job.groups)
+        self.skip_nodes = set(job.skip_nodes)
+        self.skip_units = set(job.skip_units)
+        self.events = events
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """The suite's `impl` fixture takes the module this child loaded (shmref.session.given)."""
+        given.give(config, self.impl)
 
     def wanted(self, node: str) -> bool:
         group = group_of(node, TEST_GROUPS)
@@ -209,7 +226,7 @@ class SuitePlugin:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = longest_first(keep, {item: suite_node_id(item.nodeid) for item in keep})
-        self.events.emit("collected", nodes=[suite_node_id(item.nodeid) for item in items])
+        self.events.emit(Collected(tuple(suite_node_id(item.nodeid) for item in items)))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -218,37 +235,36 @@ class SuitePlugin:
             raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
 
         def reserved(item: pytest.Item, claim: Path) -> None:
-            self.events.emit("reserve", node=suite_node_id(item.nodeid), claim=str(claim))
+            self.events.emit(Reserved(suite_node_id(item.nodeid), str(claim)))
 
         run_claimed(session, session.items, self.claims, reserved)
         return True
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         node = suite_node_id(nodeid)
-        self.watchdog.unit = property_key(node)
-        self.events.emit("start", node=node, unit=property_key(node))
+        self.events.emit(Started(node, property_key(node)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         node = suite_node_id(report.nodeid)
         if report.failed:
-            status = "fail" if report.when == "call" else "error"
+            status: CaseStatus = "fail" if report.when == "call" else "error"
             budget = shrinkbudget.active()
             cut = budget is not None and budget.cut_short(report.nodeid)
             text = report.longreprtext + (f"\n\nshmref: {budget.note()}" if cut and budget else "")
-            self.events.emit("case", node=node, status=status, text=text, cut_short=cut)
+            self.events.emit(CaseResult(node, status, text))
         elif report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-            self.events.emit("case", node=node, status="skip", text=reason)
+            self.events.emit(CaseResult(node, "skip", reason))
         elif report.when == "call":
-            self.events.emit("case", node=node, status="pass", text="")
+            self.events.emit(CaseResult(node, "pass", ""))
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        self.events.emit("finish", node=suite_node_id(nodeid))
+        self.events.emit(Finished(suite_node_id(nodeid)))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.events.emit("collect_error", text=f"{report.nodeid}: {report.longreprtext}")
+            self.events.emit(CollectError(f"{report.nodeid}: {report.longreprtext}"))
 
     # KeyboardInterrupt or SystemExit raised in a test, its fixtures or their
     # teardown come from the implementation (nobody types Ctrl-C at this
@@ -266,17 +282,16 @@ class SuitePlugin:
         return (yield from _theirs())
 
 
-def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog, claims: Claims) -> None:
-    if not job["groups"]:
+def run_pytest(job: Job, impl: ModuleType, events: Events, claims: Claims) -> None:
+    if not job.groups:
         return
     from shmref.core.paths import SUITE_DIR
     from shmref.oracle.testgroups import plugin_args
 
-    out = Path(job["out"])
-    ini = out / "pytest.ini"
+    ini = job.out / "pytest.ini"
     ini.write_text("[pytest]\n")
     selections = dict.fromkeys(
-        str(SUITE_DIR / g.select.split("::")[0]) for g in TEST_GROUPS if g.label in job["groups"]
+        str(SUITE_DIR / g.select.split("::")[0]) for g in TEST_GROUPS if g.label in job.groups
     )
     args = [
         "-q",
@@ -292,44 +307,34 @@ def run_pytest(job: dict[str, Any], events: Events, watchdog: Watchdog, claims: 
         "no:unraisableexception",
         *plugin_args(),
         "--shmref-impl",
-        job["impl_arg"],
+        job.impl.arg,  # its name for the suite (the module itself is given: SuitePlugin)
         "--shmref-profile",
-        job["profile"],
+        job.profile,
         "--shmref-shrink-budget",
-        str(job["shrink_budget"]),
+        str(job.shrink_budget),
         *selections,
     ]
-    code = pytest.main(args, plugins=[SuitePlugin(job, events, watchdog, claims)])
-    events.emit("pytest_exit", code=int(code))
+    code = pytest.main(args, plugins=[SuitePlugin(job, impl, events, claims)])
+    events.emit(PytestExited(int(code)))
 
 
 # -- recordings and hazard replays -----------------------------------------------------------
 
 
-def run_recordings(
-    job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog, claims: Claims
-) -> None:
-    for item in job["recordings"]:
-        if not claims.claim("recording " + item["path"]):
+def run_recordings(job: Job, impl: ModuleType, events: Events, claims: Claims) -> None:
+    for task in job.recordings:
+        if not claims.claim(f"recording {task.path}"):
             continue
-        dog.unit = RECORDING_UNIT
-        events.emit("start", node=None, unit=RECORDING_UNIT)
-        path = Path(item["path"])
+        events.emit(Started(None, RECORDING_UNIT))
         try:
-            record(impl, item["steps"], item["seed"]).save(path)
-            events.emit("recording", path=str(path), error=None)
+            record(impl, task.steps, task.seed).save(task.path)
+            events.emit(Recorded(task.path, None))
         except BaseException as exc:  # the implementation's: said in the report
-            events.emit(
-                "recording",
-                path=str(path),
-                error=f"{type(exc).__name__}: {exc}",
-                missing=type(exc).__name__ == "MissingCapability",
-            )
+            missing = type(exc).__name__ == "MissingCapability"
+            events.emit(Recorded(task.path, f"{type(exc).__name__}: {exc}", missing))
 
 
-def run_hazards(
-    job: dict[str, Any], impl: ModuleType, events: Events, dog: Watchdog, claims: Claims
-) -> None:
+def run_hazards(job: Job, impl: ModuleType, events: Events, claims: Claims) -> None:
     from shmref.oracle.hazardcheck import (
         hazard_check,
         hazard_counterexamples,
@@ -338,26 +343,24 @@ def run_hazards(
     from shmref.oracle.hazards import HAZARDS
     from shmref.traces.shipped import ShippedError
 
-    wanted = set(job["hazards"])
     for hazard in HAZARDS:
-        if hazard.model not in wanted or not claims.claim("hazard " + hazard.model):
+        if hazard.model not in job.hazards or not claims.claim("hazard " + hazard.model):
             continue
-        unit = (PROTOCOL, f"hazard {hazard.model}")
+        unit = hazard_unit(hazard.model)
         try:
             counterexamples, problem = (
                 (
-                    [supplied_counterexample(hazard.model, Path(job["counterexample"]))]
-                    if job.get("counterexample")
+                    [supplied_counterexample(hazard.model, job.counterexample)]
+                    if job.counterexample
                     else hazard_counterexamples(hazard.model)
                 ),
                 "",
             )
         except ShippedError as exc:  # a stale or missing shipped file: named, never TLC
             counterexamples, problem = [], str(exc)
-        dog.unit = unit
-        events.emit("start", node=None, unit=unit)
+        events.emit(Started(None, unit))
         try:
-            check = hazard_check(job["name"], impl, hazard, counterexamples, problem)[0]
+            check = hazard_check(job.impl.name, impl, hazard, counterexamples, problem)[0]
         except BaseException as exc:  # the implementation's: said in the report
             check = Check(
                 PROTOCOL,
@@ -366,7 +369,7 @@ def run_hazards(
                 ERROR,
                 detail=f"the replay raised {type(exc).__name__}: {exc}",
             )
-        events.emit("check", unit=unit, check=asdict(check))
+        events.emit(HazardJudged(unit, check))
 
 
 def main(argv: list[str]) -> int:
@@ -376,21 +379,20 @@ def main(argv: list[str]) -> int:
         return check(*argv[1:3])
     job_path, events_path, run_path = Path(argv[0]), Path(argv[1]), Path(argv[2])
     hold()  # whatever this child starts is ended with it (shmref.oracle.descendants)
-    job = json.loads(job_path.read_text())
+    job = read_job(job_path)
     enter_run(RunConfig.read(run_path))  # traces, calls and limits, for all below
     events = Events(events_path)
     channel.on_failure(events.program_failed)
     faulthandler.enable()  # a segfault prints the Python stack to our log
     from shmref.seed.impl import load_impl
 
-    impl = load_impl(job["impl_arg"])
-    dog = Watchdog(events, implementation_files(impl), job["call_timeout"])
-    dog.start()
-    claims = Claims(job["claims"])
-    run_recordings(job, impl, events, dog, claims)
-    run_pytest(job, events, dog, claims)
-    run_hazards(job, impl, events, dog, claims)
-    events.emit("end")
+    impl = load_impl(job.impl.arg)  # once: the suite is given this module (SuitePlugin)
+    Watchdog(events, implementation_files(impl), job.call_timeout).start()
+    claims = Claims(job.claims)
+    run_recordings(job, impl, events, claims)
+    run_pytest(job, impl, events, claims)
+    run_hazards(job, impl, events, claims)
+    events.emit(Ended())
     return 0
 
 

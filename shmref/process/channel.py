@@ -5,10 +5,10 @@ A program that dies, hangs, or breaks the protocol is a `ProgramFailure`
 with one line that names what happened (and the offending line). The
 process that talks to it may take that failure out of the tests' hands
 (`on_failure`): the oracle's worker (shmref.oracle.worker) reports it as its
-property's event and exits with a code that tells the oracle the status
-(CRASH, ERROR, TIMEOUT: `EXIT_CODES`), because a test may catch exceptions
-and the verdict must not depend on it; elsewhere (the pytest plugin,
-users' tests) it is raised.
+property's event, which carries the status to the oracle, and exits with a
+code that repeats it for the log (CRASH, ERROR, TIMEOUT: `EXIT_CODES`),
+because a test may catch exceptions and the verdict must not depend on it;
+elsewhere (the pytest plugin, users' tests) it is raised.
 
 The limits (docs/protocol.md, "Limits") and the protocol log come from the
 run's configuration (shmref.core.runconfig.current_run), their defaults
@@ -49,7 +49,7 @@ EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
 
 
 def exit_code(failure: ProgramFailure) -> int:
-    """The exit code that tells the oracle a failure's status (EXIT_CODES)."""
+    """The exit code that says a failure's status (EXIT_CODES), in the worker's log."""
     return {"CRASH": CRASH_EXIT, "TIMEOUT": TIMEOUT_EXIT}.get(failure.status, ERROR_EXIT)
 
 

@@ -22,6 +22,7 @@ from shmref.core.paths import SUITE_DIR
 from shmref.core.suitegroups import TEST_GROUPS, group_of
 from shmref.seed.build import SeedMissing
 from shmref.seed.impl import load_impl
+from shmref.session import given
 from shmref.store.readers import close_despite_cycles
 from shmref.suite.stores import Writer
 
@@ -32,8 +33,10 @@ def impl_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def impl(impl_name: str) -> ModuleType:
-    module = load_impl(impl_name)
+def impl(request: pytest.FixtureRequest, impl_name: str) -> ModuleType:
+    """The module under test: the one the oracle's worker loaded and gave
+    this session (shmref.session.given), else loaded here by its name."""
+    module = given.given(request.config) or load_impl(impl_name)
     calltrace.instrument(module)  # a report's run: failing tests leave their calls drawn
     return module
 

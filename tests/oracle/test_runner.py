@@ -17,11 +17,24 @@ from pathlib import Path
 import pytest
 from shell_support import in_a_fresh_shell
 
+from shmref.oracle.events import (
+    CaseResult,
+    Collected,
+    Event,
+    Finished,
+    HazardJudged,
+    Lost,
+    ProgramFailed,
+    Recorded,
+    Started,
+    encode,
+    parse,
+)
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
 from shmref.oracle.shards import Claims, rank
 from shmref.oracle.testgroups import TEST_GROUPS, pytest_checks
-from shmref.oracle.verdict import HARDENED, PROTOCOL, SEED
+from shmref.oracle.verdict import HARDENED, PROTOCOL, SEED, Check
 from shmref.seed.mutants import build_mutant
 from shmref.session.shrinkbudget import ShrinkBudget, note_in, parse_budget
 
@@ -73,25 +86,22 @@ def test_a_budget_too_small_keeps_the_unshrunk_counterexample_and_says_so() -> N
     assert "five minutes" not in output, "Hypothesis's own warning is replaced by ours"
 
 
-def events(kind: str, **fields: object) -> dict[str, object]:
-    return {"e": kind, **fields}
-
-
-RUN = [
-    events("collected", nodes=["test_ring.py::test_a", "test_ring.py::test_b[1]"]),
-    events("collected", nodes=["test_ring.py::test_a", "test_ring.py::test_b[1]"]),
-    events("start", node="test_ring.py::test_a", unit=[SEED, "test_ring.py::test_a"]),
-    events("case", node="test_ring.py::test_a", status="pass", text=""),
-    events("finish", node="test_ring.py::test_a"),
-    events("start", node="test_ring.py::test_b[1]", unit=[SEED, "test_ring.py::test_b"]),
-    events("case", node="test_ring.py::test_b[1]", status="fail", text="E boom"),
-    events("finish", node="test_ring.py::test_b[1]"),
-    events("recording", path="r1.json", error=None),
-    events("check", unit=[PROTOCOL, "hazard MCX"], check={"status": "assumption"}),
-    # a store program's proxy says why it stops (shmref.process), without a unit: the
-    # parent's own incident event, with the unit, follows it
-    events("incident", status="ERROR", detail="shmref.process: a line that is not JSON"),
-    events("incident", unit=[HARDENED, "test_ring.py::TestBadInput::t"], status="CRASH"),
+A, B = "test_ring.py::test_a", "test_ring.py::test_b[1]"
+RUN: list[Event] = [
+    Collected((A, B)),
+    Collected((A, B)),
+    Started(A, (SEED, A)),
+    CaseResult(A, "pass", ""),
+    Finished(A),
+    Started(B, (SEED, "test_ring.py::test_b")),
+    CaseResult(B, "fail", "E boom"),
+    Finished(B),
+    Recorded(Path("r1.json"), None),
+    HazardJudged((PROTOCOL, "hazard MCX"), Check(PROTOCOL, "hazard MCX", "", "assumption")),
+    # a store program's proxy says why it stops (shmref.process): the child's event, which
+    # finishes nothing; the parent's Lost, with the property, follows it
+    ProgramFailed("ERROR", "shmref.process: a line that is not JSON"),
+    Lost((HARDENED, "test_ring.py::TestBadInput::t"), "CRASH", None),
 ]
 OTHERS = {(PROTOCOL, "trace validation"): 1, (PROTOCOL, "hazard MCX"): 1}
 
@@ -100,7 +110,7 @@ def test_progress_off_a_terminal_is_one_line_per_finished_property() -> None:
     stream = io.StringIO()
     progress = Progress(stream, OTHERS, clock=lambda: 0.0, tty=False)
     for event in RUN:
-        progress.event(event)
+        progress.event(parse(encode(event)))  # as the oracle reads them from a child
     progress.close()
     assert stream.getvalue().splitlines() == [
         "shmref: [1/4] seed-compatible: test_ring.py::test_a: pass (0 s)",

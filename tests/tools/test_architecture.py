@@ -3,7 +3,10 @@ folders by job in layers, no import cycle, no lower layer importing a higher
 one, every module under 400 lines and at most ten modules at the top;
 the suite and the stores' processes never import the oracle that runs them
 (by path, or in children), and the oracle's own process never imports the
-implementation under test (only its children's entry points load it). The
+implementation under test (only its children's entry points load it). What
+the children say is declared once (shmref.oracle.events): no other module
+reads an event's kind by its key, writes anything but an event, or declares
+a kind of its own. The
 other trees of code, refimpl/, proofs/, bench/ and vllmcheck/, keep their modules
 under about 450 lines (in both, docstrings do not count: `make lint` asks for them),
 and the five import one another only downward (refimpl, then shmref, then proofs,
@@ -102,6 +105,12 @@ ORACLE = "shmref.oracle"
 CHILD_ENTRY_POINTS = {"shmref.oracle.worker": "main", "shmref.oracle.checkchild": "check"}
 LOADER_MODULES = frozenset({"shmref.seed.impl"})  # load_impl: a module by name
 LOADER_CALLS = frozenset({"load_impl", "import_module", "__import__"})
+# Each kind of event a child writes is a class of this module, made and told apart by its
+# class everywhere else: the string of a kind ("e" in the stream) stays inside it.
+EVENTS_MODULE = "shmref.oracle.events"
+EVENT_KEY = "e"
+EVENT_WRITER = "emit"  # the children's writers: worker.Events.emit, checkchild.emit
+LITERALS = (ast.Constant, ast.Dict, ast.JoinedStr, ast.List, ast.Tuple)  # no event instance
 
 
 # -- reading the package ----------------------------------------------------------------
@@ -293,6 +302,45 @@ def loads_outside_children(name: str, source: str) -> list[str]:
     return found
 
 
+def _is_event_key(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == EVENT_KEY
+
+
+def events_outside_their_module(name: str, source: str) -> list[str]:
+    """Where module `name` reads an event's kind by its key (`event["e"]`,
+    `event.get("e")`), writes something other than one event (`emit` called
+    with a literal, with keywords, or not with one argument), or declares a
+    kind (a class with `kind=`): all of it belongs to EVENTS_MODULE alone."""
+    if name == EVENTS_MODULE:
+        return []
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _is_event_key(node.slice):
+            found.append((node.lineno, f"{name}:{node.lineno} reads an event's kind by its key"))
+        elif isinstance(node, ast.ClassDef) and any(k.arg == "kind" for k in node.keywords):
+            found.append(
+                (node.lineno, f"{name}:{node.lineno} declares an event kind ({node.name})")
+            )
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
+            if called == "get" and node.args and _is_event_key(node.args[0]):
+                found.append(
+                    (node.lineno, f"{name}:{node.lineno} reads an event's kind by its key")
+                )
+            elif called == EVENT_WRITER and (
+                len(node.args) != 1 or node.keywords or isinstance(node.args[0], LITERALS)
+            ):
+                found.append((node.lineno, f"{name}:{node.lineno} emits no event instance"))
+    return [where for _, where in sorted(found)]
+
+
 def too_long(sources: Mapping[str, str], limit: int = MAX_LINES) -> list[str]:
     found = []
     for name, text in sorted(sources.items()):
@@ -360,6 +408,14 @@ def test_the_oracle_process_never_imports_the_implementation(sources: dict[str, 
     oracle = {n: text for n, text in sources.items() if within(n, ORACLE)}
     assert set(CHILD_ENTRY_POINTS) <= set(oracle)
     assert [where for n, text in oracle.items() for where in loads_outside_children(n, text)] == []
+
+
+def test_events_are_declared_once(sources: dict[str, str]) -> None:
+    from shmref.oracle.events import KINDS
+
+    assert EVENTS_MODULE in sources
+    assert [w for n, text in sources.items() for w in events_outside_their_module(n, text)] == []
+    assert {cls.__module__ for cls in KINDS.values()} == {EVENTS_MODULE}
 
 
 def test_every_module_has_a_layer(sources: dict[str, str]) -> None:
@@ -703,6 +759,51 @@ def test_an_implementation_loaded_in_the_oracles_process_is_found() -> None:
         "shmref.oracle.worker:4 calls import_module",
         "shmref.oracle.worker:4 calls __import__",
     ]
+
+
+def test_an_event_kind_outside_the_events_module_is_found() -> None:
+    typed = (
+        "from shmref.oracle.events import Beat, Finished, parse\n"
+        "def poll(events, line):\n"
+        "    events.emit(Beat())\n"
+        "    event = parse(line)\n"
+        "    events.emit(event)\n"
+        "    if isinstance(event, Finished):\n"
+        "        return {'e': 1}.get('f')\n"
+    )
+    assert events_outside_their_module("shmref.oracle.isolation", typed) == []
+    untyped = (
+        "def poll(events, event):\n"
+        "    events.emit('case', node='t', status='pass')\n"
+        "    emit({'e': 'beat'})\n"
+        "    if event['e'] == 'finish' or event.get('e') == 'start':\n"
+        "        events.emit()\n"
+        "class Mine(Event, kind='mine'):\n"
+        "    pass\n"
+    )
+    assert events_outside_their_module("shmref.oracle.progress", untyped) == [
+        "shmref.oracle.progress:2 emits no event instance",
+        "shmref.oracle.progress:3 emits no event instance",
+        "shmref.oracle.progress:4 reads an event's kind by its key",
+        "shmref.oracle.progress:4 reads an event's kind by its key",
+        "shmref.oracle.progress:5 emits no event instance",
+        "shmref.oracle.progress:6 declares an event kind (Mine)",
+    ]
+    assert events_outside_their_module(EVENTS_MODULE, untyped) == []
+
+
+def test_a_kind_declared_twice_is_refused() -> None:
+    from dataclasses import dataclass
+
+    from shmref.oracle.events import KINDS, Event
+
+    with pytest.raises(TypeError, match="'beat' is declared twice"):
+
+        @dataclass(frozen=True)
+        class Again(Event, kind="beat"):
+            pass
+
+    assert KINDS["beat"].__name__ == "Beat"
 
 
 def test_a_stray_public_name_or_call_recording_in_the_toolkit_is_found(tmp_path: Path) -> None:

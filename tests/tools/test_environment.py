@@ -179,13 +179,13 @@ channel.Program([sys.executable, "-c", {program!r}], "exec:bad")
 @pytest.mark.parametrize("hook", ["hook", "none"])
 def test_a_program_failure_leaves_through_the_workers_events(tmp_path: Path, hook: str) -> None:
     """The process layer hands a failure to the worker's hook; the worker's
-    Events writes the incident (the only writer of that file) and the exit
-    code says the status. Without the hook (the broken input) it is raised
+    Events writes it as a ProgramFailed event (the only writer of that file)
+    and the exit code repeats the status. Without the hook (the broken input) it is raised
     and nothing is written."""
-    import json
     import subprocess
     import sys
 
+    from shmref.oracle.events import ProgramFailed, parse
     from shmref.process.channel import ERROR_EXIT
 
     events = tmp_path / "events.jsonl"
@@ -193,12 +193,12 @@ def test_a_program_failure_leaves_through_the_workers_events(tmp_path: Path, hoo
     proc = subprocess.run(
         [sys.executable, "-c", code, str(events), hook], capture_output=True, text=True, timeout=60
     )
-    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    lines = [parse(line) for line in events.read_text().splitlines()]
     if hook == "hook":
         assert proc.returncode == ERROR_EXIT, proc.stderr
-        [incident] = lines
-        assert incident["e"] == "incident" and incident["status"] == "ERROR"
-        assert incident["detail"].startswith("shmref.process: ERROR: exec:bad: ")
+        [failed] = lines
+        assert isinstance(failed, ProgramFailed) and failed.status == "ERROR"
+        assert failed.detail.startswith("shmref.process: ERROR: exec:bad: ")
     else:
         assert proc.returncode == 1 and "ProtocolError" in proc.stderr
         assert lines == []
