@@ -193,11 +193,25 @@ class SuitePlugin:
         self.groups = set(job["groups"])
         self.skip_nodes = set(job["skip_nodes"])
         self.skip_units = {tuple(u) for u in job["skip_units"]}
+        self.nodes = None if job.get("nodes") is None else set(job["nodes"])
+        self.examples = {key: job.get(key) for key in ("save_examples", "replay_examples")}
         self.events, self.watchdog = events, watchdog
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """The run's two passes (shmref.oracle.conformance_run): failing examples
+        saved unshrunk, or the saved ones replayed and shrunk."""
+        budget = shrinkbudget.active()
+        if budget is not None:
+            save, replay = self.examples["save_examples"], self.examples["replay_examples"]
+            budget.save_to = Path(save) if save else None
+            budget.replay_from = Path(replay) if replay else None
 
     def wanted(self, node: str) -> bool:
         group = group_of(node, TEST_GROUPS)
         if group is None or group.label not in self.groups:
+            return False
+        if self.nodes is not None and node not in self.nodes:
             return False
         return node not in self.skip_nodes and property_key(node) not in self.skip_units
 
