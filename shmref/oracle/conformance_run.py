@@ -316,7 +316,7 @@ def shrink_failures(
     many fail, and each test's share is the same on every run (its failing
     is). A test that fails again has its output (and drawn calls) replaced
     by the shrunk one's; its status is the first pass's whatever this pass
-    gives (a crash, a timeout, a pass: the unshrunk counterexample stays)."""
+    gives (a crash, a timeout, a pass or a skip: the unshrunk counterexample stays)."""
     out = Path(job["out"])
     saved = out / SHRINK_FOLDER / "examples"
     failed = {n for n, case in outcome.cases.items() if case["status"] == "fail"}

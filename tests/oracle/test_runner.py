@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import unittest
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,58 @@ def test_the_budget_reaches_this_hypothesis() -> None:
         said = [note for note in getattr(failure.value, "__notes__", []) if "xs=" in note]
         assert found.setdefault(examples, said) == said, "the same counterexample each time"
     assert found[0] != found[5] != found[None], "a budget of 5 shrinks some, not all the way"
+
+
+def test_a_saved_example_is_replayed_and_shrunk_within_its_share(tmp_path: Path) -> None:
+    """The oracle's two passes in one process: the first saves the failing
+    example unshrunk (and says it was not shrunk), the second replays it
+    without generating and shrinks it within its share, to the same
+    counterexample every time; a test without a saved example is skipped
+    there (nothing is generated), so it cannot fail the second pass."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from shmref.testing import shrinkbudget
+    from shmref.testing.shrinkbudget import saved_tests
+
+    calls: list[list[int]] = []
+
+    @settings(max_examples=200, database=None, derandomize=True)
+    @given(st.lists(st.integers(0, 1000), min_size=5))
+    def fails(xs: list[int]) -> None:
+        calls.append(xs)
+        assert sum(xs) < 1000
+
+    def run(budget: ShrinkBudget, test: str) -> list[str]:
+        budget.install()
+        budget.test = test
+        try:
+            with pytest.raises(AssertionError) as failure:
+                fails()
+        finally:
+            shrinkbudget._active = previous
+        return [note for note in getattr(failure.value, "__notes__", []) if "xs=" in note]
+
+    previous = shrinkbudget.active()
+    first = ShrinkBudget(0)
+    first.save_to = tmp_path
+    unshrunk = run(first, "fails")
+    assert first.cut_short("fails") and saved_tests(tmp_path) == ["fails"]
+    found = []
+    for _ in range(2):
+        second = ShrinkBudget(5)
+        second.replay_from = tmp_path
+        calls.clear()
+        found.append(run(second, "fails"))
+        assert second.cut_short("fails")
+        assert len(calls) <= 1 + 5 + 1, "the replay, its share, the final report: nothing generated"
+    assert found[0] == found[1] != unshrunk
+    second = ShrinkBudget(5)
+    second.replay_from = tmp_path
+    second.install()
+    second.test = "never failed"
+    try:
+        with pytest.raises((pytest.skip.Exception, unittest.SkipTest), match="no examples"):
+            fails()  # no saved example: nothing is generated
+    finally:
+        shrinkbudget._active = previous
