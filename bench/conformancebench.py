@@ -103,8 +103,12 @@ def installed(tmp: Path) -> Path:
     wheels, venv = tmp / "wheel", tmp / "venv"
     python = venv / "bin" / "python"
 
+    # pip must not see this checkout: on PYTHONPATH (the Makefile's), the build's
+    # shmref.egg-info made pip take shmref as installed and leave the wheel out
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
     def quietly(*argv: str) -> None:
-        subprocess.run(argv, check=True, capture_output=True, text=True)
+        subprocess.run(argv, check=True, capture_output=True, text=True, env=clean)
 
     quietly(sys.executable, "-m", "build", "--wheel", "-o", str(wheels), str(REPO))
     quietly(sys.executable, "-m", "venv", str(venv))
