@@ -1,11 +1,14 @@
-"""CPU time per put+get in one process, refimpl and the seed taking turns.
+"""CPU time per put+get in one process, refimpl, the seed and native_store
+taking turns.
 
 The same put+get as `bench.instructions` (writer and reader storage in one
 process, no pipes, no reader processes): what is left is the work itself.
 Each repetition runs a batch of every contender back to back (the order
 rotates), timed with `time.process_time`, so a time slice lost to another
-process does not count; the seed's CPU over refimpl's in the same
-repetition is the paired ratio, whose median and quartiles are reported.
+process does not count; the seed's CPU over refimpl's (and over
+native_store's, the issue-24 goal of 3x measured without the reader
+process's hand-off) in the same repetition is the paired ratio, whose
+median and quartiles are reported.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from bench.common import load, median, progress
+from bench.common import load, load_native, median, progress
 from bench.instructions import plain_step, storage_step
 
-CONTENDERS = ("refimpl", "seed", "plain")
+CONTENDERS = ("refimpl", "seed", "native", "plain")  # native: only when it is built
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,10 @@ def measure(size: int, reps: int, batch: int, impls: dict[str, ModuleType]) -> d
     steps: dict[str, tuple[Callable[[int, int], int], Callable[[], None]]] = {}
     try:
         for name in CONTENDERS:
-            steps[name] = plain_step(size) if name == "plain" else storage_step(impls[name], size)
+            if name == "plain":
+                steps[name] = plain_step(size)
+            elif name in impls:
+                steps[name] = storage_step(impls[name], size)
         i = 0
         for step, _close in steps.values():  # warm-up: every page of each ring touched
             for _ in range(40):
@@ -69,7 +75,7 @@ def measure(size: int, reps: int, batch: int, impls: dict[str, ModuleType]) -> d
         for _step, close in steps.values():
             close()
     paired = sorted(s / r for r, s in zip(cpu["refimpl"], cpu["seed"], strict=True) if r > 0)
-    return {
+    found: dict[str, Any] = {
         "cpu_us": {name: median(values) for name, values in cpu.items()},
         "seed_over_refimpl": median(paired),
         "seed_over_refimpl_quartiles": _quartiles(paired),
@@ -77,6 +83,11 @@ def measure(size: int, reps: int, batch: int, impls: dict[str, ModuleType]) -> d
         "reps": reps,
         "batch": batch,
     }
+    if "native" in cpu:
+        native = sorted(s / n for n, s in zip(cpu["native"], cpu["seed"], strict=True) if n > 0)
+        found["seed_over_native"] = median(native)
+        found["seed_over_native_quartiles"] = _quartiles(native)
+    return found
 
 
 def run(quick: bool, seed_impl: ModuleType | None) -> list[dict[str, Any]]:
@@ -84,27 +95,45 @@ def run(quick: bool, seed_impl: ModuleType | None) -> list[dict[str, Any]]:
         return []
     config = QUICK if quick else FULL
     impls = {"refimpl": load("refimpl"), "seed": seed_impl}
+    native = load_native()[0]
+    if native is not None:
+        impls["native"] = native
     rows = []
     for label, size in config.sizes.items():
         row = {"size": label, "bytes": size}
         row.update(measure(size, config.reps, config.batch(size), impls))
         rows.append(row)
-        progress(f"cpu: {label}: seed CPU / refimpl CPU {row['seed_over_refimpl']:.3f}")
+        progress(
+            f"cpu: {label}: seed CPU / refimpl CPU {row['seed_over_refimpl']:.3f}"
+            + (f", / native CPU {row['seed_over_native']:.2f}" if "seed_over_native" in row else "")
+        )
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The section's table; native_store's columns only in results that measured it."""
+    native = any("seed_over_native" in r for r in rows)
     lines = [
         "| value | CPU µs refimpl / seed / plain | seed CPU / refimpl CPU (paired) "
-        "| refimpl / plain (CPU rate) |",
-        "| --- | --- | --- | --- |",
+        "| refimpl / plain (CPU rate) |"
+        + (" native CPU µs | seed CPU / native CPU (paired) |" if native else ""),
+        "| --- | --- | --- | --- |" + (" --- | --- |" if native else ""),
     ]
     for r in rows:
         cpu = r["cpu_us"]
         low, high = r["seed_over_refimpl_quartiles"]
-        lines.append(
+        line = (
             f"| {r['size']} | {cpu['refimpl']:.1f} / {cpu['seed']:.1f} / {cpu['plain']:.1f} "
             f"| **{r['seed_over_refimpl']:.3f}** [{low:.3f}–{high:.3f}] "
             f"| {r['plain_over_refimpl']:.3f} |"
         )
+        if "seed_over_native" in r:
+            n_low, n_high = r["seed_over_native_quartiles"]
+            line += (
+                f" {cpu['native']:.1f} | **{r['seed_over_native']:.2f}** "
+                f"[{n_low:.2f}–{n_high:.2f}] |"
+            )
+        elif native:
+            line += " - | - |"
+        lines.append(line)
     return lines

@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 
 IMPL_ENV = "SHMREF_IMPL"
 TEST_TIMEOUT = 600.0
-# seconds a session may spend shrinking failing examples, all tests together (a
-# passing `-m seed_compatible` session takes about a minute on 2 cores)
-SHRINK_BUDGET = 20.0
+# examples each failing test may try while shrinking (shmref.session.shrinkbudget:
+# a count, so a counterexample is the same on every machine; a state machine's
+# example costs about a tenth of a second, so a failing test shrinks for seconds)
+SHRINK_BUDGET = 100
 PROFILE_ENV = "SHMREF_PROFILE"
 
 
@@ -76,10 +77,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--shmref-shrink-budget",
         default=None,
-        metavar="SECONDS",
-        help="with --shmref-impl: seconds this session (each xdist worker) may spend shrinking "
-        f"failing examples, all tests together (default {SHRINK_BUDGET:g}; 0: none; a "
-        "failure found after that keeps its example unshrunk, and says so)",
+        metavar="EXAMPLES",
+        help="with --shmref-impl: examples each failing test may try while shrinking its "
+        f"counterexample (default {SHRINK_BUDGET}; 0: none; 'all': as many as Hypothesis "
+        "would); a counterexample the budget cut short says so",
     )
     group.addoption(
         "--shmref-run",

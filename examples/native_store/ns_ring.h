@@ -82,3 +82,6 @@ int ns_sign(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uin
             uint8_t *out);
 int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, uint32_t id,
               const char *signature);
+int ns_put_signed(ns_ring *r, uint64_t size, const char *md, uint64_t md_len, const char *data,
+                  uint64_t data_len, const char *key, uint64_t key_len, uint64_t *address,
+                  uint32_t *id, uint8_t *signature);

@@ -179,3 +179,14 @@ int ns_verify(ns_ring *r, const char *key, uint64_t key_len, uint64_t address, u
     for (int i = 0; i < 32; i++) diff |= expected[i] ^ (uint8_t)signature[i]; /* constant time */
     return diff ? NS_E_SIGNATURE : NS_OK;
 }
+
+/* put's C half and the new handle's signature in one call: vLLM's writer
+ * signs every handle it puts, and one call instead of two is most of what
+ * get_signature costs (the glue caches the signature for it). A failed put
+ * signs nothing; signing after a put cannot fail (the ring is open). */
+int ns_put_signed(ns_ring *r, uint64_t size, const char *md, uint64_t md_len, const char *data,
+                  uint64_t data_len, const char *key, uint64_t key_len, uint64_t *address,
+                  uint32_t *id, uint8_t *signature) {
+    int rc = ns_put(r, size, md, md_len, data, data_len, address, id);
+    return rc ? rc : ns_sign(r, key, key_len, *address, *id, signature);
+}

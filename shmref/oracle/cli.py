@@ -119,12 +119,15 @@ def unwritable(out: Path) -> str:
     return ""
 
 
-def budget(text: str) -> float:
-    """argparse type: a shrink budget in seconds, 0 or more."""
+def budget(text: str) -> int:
+    """argparse type: a shrink budget, a number of examples (0 or more)."""
     try:
-        return parse_budget(text)
+        found = parse_budget(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if found is None:  # 'all' is the plugin's alone: a run's budget is split, so finite
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of examples (0 or more)")
+    return found
 
 
 def count(text: str) -> int:
@@ -208,11 +211,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--shrink-budget",
         type=budget,
         default=None,
-        metavar="SECONDS",
-        help="seconds each process may spend shrinking failing examples, all its tests together "
-        f"(default {DEFAULT_SHRINK_BUDGET:g}, with --quick {QUICK_SHRINK_BUDGET:g}; 0: report "
-        "them unshrunk); a counterexample the "
-        "budget cut short says so in the report",
+        metavar="EXAMPLES",
+        help="examples the run may try while shrinking failing examples, split evenly among "
+        f"the tests that failed (default {DEFAULT_SHRINK_BUDGET}, with --quick "
+        f"{QUICK_SHRINK_BUDGET}; 0: report them unshrunk); a count, so a counterexample is "
+        "the same on every machine; one the budget cut short says so in the report",
     )
     parser.add_argument(
         "--max-timeouts",

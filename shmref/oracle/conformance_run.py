@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -19,7 +20,7 @@ from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.events import Event, Recorded
 from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.isolation import run_isolated
+from shmref.oracle.isolation import Outcome, run_isolated
 from shmref.oracle.job import RECORDING_UNIT, ImplRef, Job, RecordingTask, Unit, hazard_unit
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report, forget
@@ -31,6 +32,7 @@ from shmref.oracle.testgroups import (
     group_of,
     matches,
     pytest_checks,
+    suite_node_id,
 )
 from shmref.oracle.validation import isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import (
@@ -46,6 +48,7 @@ from shmref.oracle.verdict import (
 from shmref.render import sink
 from shmref.seed.build import SeedError
 from shmref.session import profiles
+from shmref.session.shrinkbudget import saved_tests
 
 DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then shrink for up
 # to 300 s (Hypothesis's own bound), on a core that CI shares; a hung call is caught
@@ -53,14 +56,17 @@ DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then 
 
 
 DEFAULT_CALL_TIMEOUT = 10.0  # seconds one call into the implementation may take (1000x a slow one)
-# Seconds each child may spend shrinking failing examples, all its tests together
-# (a failing run takes about a passing run's time plus this: bench/conformancebench.py):
-# a store that fails every state machine is judged within about twice a passing run's time.
-DEFAULT_SHRINK_BUDGET = 20.0
+# Examples the whole run may try while shrinking counterexamples, split evenly among the
+# tests that failed (shmref.session.shrinkbudget; a count, so every machine shrinks a
+# counterexample as far): one example of a state machine costs about 0.1 s of CPU, so a
+# store failing any number of state machines is judged within about 1.5x a passing
+# run's time (bench/conformancebench.py), and a store failing one gets all of it.
+DEFAULT_SHRINK_BUDGET = 120
 # Properties that may end TIMEOUT before the run stops asking (0: never stops): a store that
 # stopped answering would otherwise cost a call timeout per property (minutes, not seconds).
 DEFAULT_MAX_TIMEOUTS = 3
-QUICK_SHRINK_BUDGET = 10.0  # --quick: a passing run takes seconds
+QUICK_SHRINK_BUDGET = 40  # --quick: a passing run takes seconds
+SHRINK_FOLDER = "shrink"  # the second pass's children, logs and saved examples
 
 
 def default_workers() -> int:
@@ -75,7 +81,7 @@ def fresh(out: Path) -> None:
     """No report of an earlier run may stand in `out` as if it were this one's."""
     out.mkdir(parents=True, exist_ok=True)
     forget(out)
-    for folder in ("failures", "trace", "workers", "repeat", sink.FOLDER):
+    for folder in ("failures", "trace", "workers", "repeat", SHRINK_FOLDER, sink.FOLDER):
         shutil.rmtree(out / folder, ignore_errors=True)
 
 
@@ -133,7 +139,7 @@ def run(
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
     impl_root: str | None = None,
     workers: int | None = None,
-    shrink_budget: float = DEFAULT_SHRINK_BUDGET,
+    shrink_budget: int = DEFAULT_SHRINK_BUDGET,
     progress: bool = True,
     only: Collection[str] | None = None,
     first: Sequence[Check] = (),
@@ -146,8 +152,9 @@ def run(
     (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
     when `quick` (every property name, with quick TLC and recordings);
     `shrink` False: failing examples are not shrunk (verdicts only);
-    `workers` children share the work (default: one per core), each
-    shrinking for at most `shrink_budget` seconds in all; `progress`: what
+    `workers` children share the work (default: one per core); the failing
+    tests' examples are then shrunk, `shrink_budget` examples tried in all
+    (`shrink_failures`); `progress`: what
     runs is said on stderr (shmref.oracle.progress); `only`: just these
     properties (names of the report's property column, or a suite test
     class's or file's for all of its), as the seed baseline re-runs an
@@ -198,8 +205,9 @@ def run(
         recordings=recordings,
         hazards=tuple(h.model for h in hazards) if protocol else (),
         counterexample=counterexample.resolve() if counterexample else None,
-        shrink_budget=shrink_budget,
+        shrink_budget=0,  # this pass saves failing examples; shrink_failures shrinks them
         call_timeout=call_timeout,
+        save_examples=out / SHRINK_FOLDER / "examples" if shrink else None,
     )
     others = {RECORDING_UNIT: len(recordings)} if recordings else {}
     others.update({hazard_unit(model): 1 for model in job.hazards})
@@ -228,6 +236,8 @@ def run(
         if seed_run is not None:
             seed_run.stop()
         raise
+    if shrink:
+        shrink_failures(job, outcome, shrink_budget, timeout, workers, config)
     for thread in early:
         thread.join()
     if bar:
@@ -295,6 +305,55 @@ def run(
     )
     report.write(out)
     return report
+
+
+def shrink_failures(
+    job: Job,
+    outcome: Outcome,
+    budget: int,
+    timeout: float,
+    workers: int | None,
+    config: RunConfig | None,
+) -> None:
+    """The run's second pass: the tests that failed with an example saved by
+    the first (which did not shrink it) run again in new children, replaying
+    that example and shrinking it, each trying at most `budget` // (tests
+    that failed) examples: the run shrinks within `budget` examples however
+    many fail, and each test's share is the same on every run (its failing
+    is). A test that fails again has its output (and drawn calls) replaced
+    by the shrunk one's; its status is the first pass's whatever this pass
+    gives (a crash, a timeout, a pass or a skip: the unshrunk counterexample stays)."""
+    out = job.out
+    saved = out / SHRINK_FOLDER / "examples"
+    failed = {n for n, case in outcome.cases.items() if case["status"] == "fail"}
+    nodes = sorted(failed & {suite_node_id(test) for test in saved_tests(saved)})
+    share = budget // len(nodes) if nodes else 0
+    if not share:
+        return
+    folder = out / SHRINK_FOLDER
+    owners = {g.label for node in nodes if (g := group_of(node, TEST_GROUPS)) is not None}
+    second = dataclasses.replace(
+        job,
+        out=folder,
+        groups=tuple(label for label in job.groups if label in owners),
+        nodes=tuple(nodes),
+        recordings=(),
+        hazards=(),
+        shrink_budget=share,
+        save_examples=None,
+        replay_examples=saved,
+    )
+    children = min(workers or default_workers(), len(nodes))
+    again = run_isolated(second, timeout, children, config=config)
+    for node in nodes:
+        shrunk = again.cases.get(node)
+        if shrunk is None or shrunk["status"] != "fail":
+            continue
+        outcome.cases[node] = {**outcome.cases[node], "text": shrunk["text"]}
+        drawn = folder / sink.FOLDER / sink.file_name(node)
+        if drawn.is_file():
+            (out / sink.FOLDER).mkdir(exist_ok=True)
+            shutil.copyfile(drawn, out / sink.FOLDER / sink.file_name(node))
 
 
 def stopped_for_timeouts(checks: list[Check], stopped: Sequence[Unit], limit: int) -> str:

@@ -76,10 +76,13 @@ class Job:
     recordings: tuple[RecordingTask, ...]
     hazards: tuple[str, ...]  # the hazard models to replay
     counterexample: Path | None  # a user's TLC output, replayed instead of the shipped ones
-    shrink_budget: float  # seconds of shrinking, all of the child's tests together
+    shrink_budget: int  # examples each failing test may try while shrinking (0: none)
     call_timeout: float  # seconds one call into the implementation may take
     skip_nodes: tuple[str, ...] = ()
     skip_units: tuple[Unit, ...] = ()
+    nodes: tuple[str, ...] | None = None  # only these suite tests (the shrinking pass)
+    save_examples: Path | None = None  # the first pass: failing examples saved, unshrunk
+    replay_examples: Path | None = None  # the shrinking pass: those examples replayed
 
     @property
     def claims(self) -> Path:
@@ -104,6 +107,9 @@ def write_job(job: Job, path: Path) -> None:
         "call_timeout": job.call_timeout,
         "skip_nodes": list(job.skip_nodes),
         "skip_units": [list(unit) for unit in job.skip_units],
+        "nodes": None if job.nodes is None else list(job.nodes),
+        "save_examples": str(job.save_examples) if job.save_examples else None,
+        "replay_examples": str(job.replay_examples) if job.replay_examples else None,
     }
     path.write_text(json.dumps(data, indent=1))
 
@@ -123,8 +129,11 @@ def read_job(path: Path) -> Job:
         ),
         hazards=tuple(data["hazards"]),
         counterexample=Path(data["counterexample"]) if data["counterexample"] else None,
-        shrink_budget=float(data["shrink_budget"]),
+        shrink_budget=int(data["shrink_budget"]),
         call_timeout=float(data["call_timeout"]),
         skip_nodes=tuple(data["skip_nodes"]),
         skip_units=tuple((level, name) for level, name in data["skip_units"]),
+        nodes=None if data["nodes"] is None else tuple(data["nodes"]),
+        save_examples=Path(data["save_examples"]) if data["save_examples"] else None,
+        replay_examples=Path(data["replay_examples"]) if data["replay_examples"] else None,
     )

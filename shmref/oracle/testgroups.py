@@ -251,7 +251,7 @@ def replay_command(
     return shell(
         f"python -m pytest -p no:cacheprovider --shmref-impl {shell_impl(name)}"
         + (f" --shmref-profile {profile}" if profile != profiles.CI else "")
-        + " --shmref-shrink-budget 300" * shrink_all
+        + " --shmref-shrink-budget all" * shrink_all
         + f" {shlex.quote(str(SUITE_DIR / node))}",
         impl,
     )

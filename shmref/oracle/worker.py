@@ -206,15 +206,27 @@ class SuitePlugin:
         self.groups = set(job.groups)
         self.skip_nodes = set(job.skip_nodes)
         self.skip_units = set(job.skip_units)
+        self.nodes = None if job.nodes is None else set(job.nodes)
+        self.save_examples, self.replay_examples = job.save_examples, job.replay_examples
         self.events = events
 
+    @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
-        """The suite's `impl` fixture takes the module this child loaded (shmref.session.given)."""
+        """The suite's `impl` fixture takes the module this child loaded
+        (shmref.session.given); and the run's two passes
+        (shmref.oracle.conformance_run): failing examples saved unshrunk, or
+        the saved ones replayed and shrunk."""
         given.give(config, self.impl)
+        budget = shrinkbudget.active()
+        if budget is not None:
+            budget.save_to = self.save_examples
+            budget.replay_from = self.replay_examples
 
     def wanted(self, node: str) -> bool:
         group = group_of(node, TEST_GROUPS)
         if group is None or group.label not in self.groups:
+            return False
+        if self.nodes is not None and node not in self.nodes:
             return False
         return node not in self.skip_nodes and property_key(node) not in self.skip_units
 

@@ -54,9 +54,7 @@ def code_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
             found[option] = "one per core"
         elif option == "--shrink-budget":
             assert action.default is None  # main picks the budget by --quick then
-            found[option] = (
-                f"{cli.DEFAULT_SHRINK_BUDGET:g}, with --quick {cli.QUICK_SHRINK_BUDGET:g}"
-            )
+            found[option] = f"{cli.DEFAULT_SHRINK_BUDGET}, with --quick {cli.QUICK_SHRINK_BUDGET}"
         elif isinstance(action.default, float):
             found[option] = f"{action.default:g}"
         elif isinstance(action.default, str) and action.choices:

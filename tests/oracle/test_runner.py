@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import unittest
 from pathlib import Path
 
 import pytest
@@ -43,9 +44,9 @@ MACHINE = "test_stateful.py::test_store_machine[fixed]"
 
 
 def test_budget_values(tmp_path: Path) -> None:
-    assert parse_budget("0") == 0 and parse_budget("2.5") == 2.5
-    for bad in ("-1", "nan", "inf", "soon"):
-        with pytest.raises(ValueError, match="not a number of seconds"):
+    assert parse_budget("0") == 0 and parse_budget("25") == 25 and parse_budget("all") is None
+    for bad in ("-1", "nan", "inf", "2.5", "soon"):
+        with pytest.raises(ValueError, match="not a number of examples"):
             parse_budget(bad)
 
 
@@ -59,7 +60,7 @@ def test_the_plugin_refuses_a_nonsense_budget_in_one_line() -> None:
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
     assert proc.stderr.strip().splitlines() == [
-        "ERROR: --shmref-shrink-budget: 'x' is not a number of seconds (0 or more)"
+        "ERROR: --shmref-shrink-budget: 'x' is not a number of examples (0 or more, or 'all')"
     ]
 
 
@@ -75,10 +76,10 @@ def test_a_budget_too_small_keeps_the_unshrunk_counterexample_and_says_so() -> N
     (check,) = pytest_checks(module.__name__, [group], [case], module)
     (failure,) = check.failures
     assert failure["note"] == note_in(text) == budget.note()
-    assert "--shmref-shrink-budget 300" in failure["command"], "the replay shrinks to the end"
+    assert "--shmref-shrink-budget all" in failure["command"], "the replay shrinks to the end"
     markdown = Report(module.__name__, False, [check], 1.0, []).markdown()
     assert f"Note: {budget.note()}." in markdown
-    command = failure["command"].replace("--shmref-shrink-budget 300", "--shmref-shrink-budget 0")
+    command = failure["command"].replace("--shmref-shrink-budget all", "--shmref-shrink-budget 0")
     fresh = in_a_fresh_shell(command)
     output = fresh.stdout[-6000:] + fresh.stderr[-2000:]
     assert fresh.returncode == 1, command + "\n" + output
@@ -147,8 +148,9 @@ def test_the_longest_tests_are_claimed_first() -> None:
 
 def test_the_budget_reaches_this_hypothesis() -> None:
     """The budget wraps the installed Hypothesis's shrinking step (a private
-    API, renamed once): a failing test with nothing left to spend is cut
-    short, and one with enough is not."""
+    API, renamed once): a failing test with no examples to try is cut short,
+    one with a few is cut short after exactly those (the same counterexample
+    on every run), and one without a budget of ours is not."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -160,13 +162,72 @@ def test_the_budget_reaches_this_hypothesis() -> None:
     from shmref.session import shrinkbudget
 
     previous = shrinkbudget.active()
-    for seconds, cut in ((0.0, True), (60.0, False)):
-        budget = ShrinkBudget(seconds)
+    found: dict[int | None, list[str]] = {}
+    for examples, cut in ((0, True), (5, True), (5, True), (None, False)):
+        budget = ShrinkBudget(examples)
         budget.install()
         budget.test = "fails"
         try:
-            with pytest.raises(AssertionError):
+            with pytest.raises(AssertionError) as failure:
                 fails()
         finally:
             shrinkbudget._active = previous  # this session's own budget again
-        assert budget.cut_short("fails") is cut, seconds
+        assert budget.cut_short("fails") is cut, examples
+        said = [note for note in getattr(failure.value, "__notes__", []) if "xs=" in note]
+        assert found.setdefault(examples, said) == said, "the same counterexample each time"
+    assert found[0] != found[5] != found[None], "a budget of 5 shrinks some, not all the way"
+
+
+def test_a_saved_example_is_replayed_and_shrunk_within_its_share(tmp_path: Path) -> None:
+    """The oracle's two passes in one process: the first saves the failing
+    example unshrunk (and says it was not shrunk), the second replays it
+    without generating and shrinks it within its share, to the same
+    counterexample every time; a test without a saved example is skipped
+    there (nothing is generated), so it cannot fail the second pass."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from shmref.session.shrinkbudget import saved_tests
+
+    from shmref.session import shrinkbudget
+
+    calls: list[list[int]] = []
+
+    @settings(max_examples=200, database=None, derandomize=True)
+    @given(st.lists(st.integers(0, 1000), min_size=5))
+    def fails(xs: list[int]) -> None:
+        calls.append(xs)
+        assert sum(xs) < 1000
+
+    def run(budget: ShrinkBudget, test: str) -> list[str]:
+        budget.install()
+        budget.test = test
+        try:
+            with pytest.raises(AssertionError) as failure:
+                fails()
+        finally:
+            shrinkbudget._active = previous
+        return [note for note in getattr(failure.value, "__notes__", []) if "xs=" in note]
+
+    previous = shrinkbudget.active()
+    first = ShrinkBudget(0)
+    first.save_to = tmp_path
+    unshrunk = run(first, "fails")
+    assert first.cut_short("fails") and saved_tests(tmp_path) == ["fails"]
+    found = []
+    for _ in range(2):
+        second = ShrinkBudget(5)
+        second.replay_from = tmp_path
+        calls.clear()
+        found.append(run(second, "fails"))
+        assert second.cut_short("fails")
+        assert len(calls) <= 1 + 5 + 1, "the replay, its share, the final report: nothing generated"
+    assert found[0] == found[1] != unshrunk
+    second = ShrinkBudget(5)
+    second.replay_from = tmp_path
+    second.install()
+    second.test = "never failed"
+    try:
+        with pytest.raises((pytest.skip.Exception, unittest.SkipTest), match="no examples"):
+            fails()  # no saved example: nothing is generated
+    finally:
+        shrinkbudget._active = previous

@@ -41,6 +41,9 @@ class SingleWriterShmRingBuffer:
     _base: Any = None
     _chars: Any = None
     _rotate_at: int | None = None  # F4: the id whose next issue rotates the secret
+    _secret_epoch: int = (
+        0  # counts changes of the secret: a cached signature of an older one is stale
+    )
 
     def __init__(self, data_buffer_size: int, name: str | None = None, create: bool = False):
         ffi, lib = self._ffi, self._lib
@@ -178,6 +181,7 @@ class SingleWriterShmRingBuffer:
             return None
         old = self.get_auth_secret()
         self._check(self._lib.ns_set_secret(self._state, secrets.token_bytes(32)), "sign")
+        self._secret_epoch += 1
         return old
 
     def _fenced(self, rc: int, old: bytes | None) -> None:
@@ -187,6 +191,7 @@ class SingleWriterShmRingBuffer:
             return
         if rc:
             self._lib.ns_set_secret(self._state, old)
+            self._secret_epoch += 1
         else:
             self._rotate_at = None
 

@@ -24,6 +24,7 @@ class Signing:
     _signature_out: bytearray  # C writes a writer's signatures here
     _signature_c: Any
     _signature_view: memoryview
+    _signed: dict[str, tuple[int, int, int, bytes]]  # what put signed (storage.py)
 
     def get_signature(self, key: str) -> list[int]:
         """Sign `key`'s current handle (C: HMAC-SHA256 with the segment's secret)."""
@@ -32,6 +33,16 @@ class Signing:
         if type(key) is not str or not key.isascii():
             check_key(key)
         address, monotonic_id = self.key_index[key]
+        ring = self.ring_buffer
+        found = self._signed.get(key)
+        if (
+            found is not None
+            and found[0] == address
+            and found[1] == monotonic_id
+            and found[2] == ring._secret_epoch
+            and not ring._closed
+        ):
+            return list(found[3])  # put signed this handle with the secret the ring has now
         key_bytes = key.encode("utf-8")
         rc = self._lib.ns_sign(
             self._state, key_bytes, len(key_bytes), address, monotonic_id, self._signature_c

@@ -22,6 +22,7 @@ from refimpl.readerlock import READER_LOCK_TIMEOUT, ReaderLockTimeout
 from refimpl.serde import RAW, MsgpackOnlySerde, ObjectSerde, byte_parts
 from refimpl.validate import (
     MAX_CHUNK_DATA,
+    SIGNATURE_BYTES,
     check_fields,
     check_handle_fields,
     check_instance,
@@ -91,6 +92,13 @@ class SingleWriterShmObjectStorage(Signing):
         self.flag_bytes = FLAG_BYTES
         self._lib, self._ffi, self._state = ring_buffer._lib, ring_buffer._ffi, ring_buffer._state
         self._raw_fast = type(self.ser_de) is MsgpackOnlySerde  # bytes out in one C copy
+        # a reader process's get in one frame (_get_fast): counted under the lock
+        self._fast_read = (
+            not self.is_writer
+            and reader_lock is not None
+            and self._raw_fast
+            and bool(self._lib.NS_READS_LOCKED)
+        )
         self._signature_out = bytearray(32)  # C writes signatures here
         self._signature_c = self._ffi.from_buffer(self._signature_out)
         self._signature_view = memoryview(self._signature_out)  # .tolist(): the API's list
@@ -100,6 +108,9 @@ class SingleWriterShmObjectStorage(Signing):
         if self.is_writer:
             self.key_index: dict[str, tuple[int, int]] = {}
             self.id_index: dict[int, str] = {}
+            # key -> (address, id, the ring's secret epoch, signature) of the handle put
+            # signed (ns_put_signed): get_signature's answer while all three still hold
+            self._signed: dict[str, tuple[int, int, int, bytes]] = {}
             self._id_before = self._ffi.new("uint32_t *")
         elif reader_lock is None:
             raise ValueError("Lock must be provided for readers.")
@@ -142,18 +153,19 @@ class SingleWriterShmObjectStorage(Signing):
         md_c = md if type(md) is bytes else ffi.from_buffer(md)
         payload_c = payload if type(payload) is bytes else ffi.from_buffer(payload)
         out_address, out_id = ring._out_address, ring._out_id
+        key_bytes, signed = key.encode(), self._signature_c
         lock = self._reader_lock
         if lock is not None and not lock.acquire(True, self.READER_LOCK_TIMEOUT):
             self._lock_timed_out()
         try:  # C: allocate, write the count and both parts, count the hand-out
-            old = ring._fence()
-            rc = lib.ns_put(state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id)
+            old = None if ring._rotate_at is None else ring._fence()  # F4's fence, if set
+            args = (md_c, md_bytes, payload_c, data_bytes, key_bytes, len(key_bytes))
+            rc = lib.ns_put_signed(state, size, *args, out_address, out_id, signed)
             if rc == lib.NS_E_NOMEM or rc == lib.NS_E_IDS:
                 self._free_unused_locked()
-                rc = lib.ns_put(
-                    state, size, md_c, md_bytes, payload_c, data_bytes, out_address, out_id
-                )
-            ring._fenced(rc, old)
+                rc = lib.ns_put_signed(state, size, *args, out_address, out_id, signed)
+            if old is not None:
+                ring._fenced(rc, old)
         finally:
             if lock is not None:
                 lock.release()
@@ -162,6 +174,7 @@ class SingleWriterShmObjectStorage(Signing):
         address, monotonic_id = out_address[0], out_id[0]
         self.key_index[key] = (address, monotonic_id)
         self.id_index[monotonic_id] = key
+        self._signed[key] = (address, monotonic_id, ring._secret_epoch, bytes(self._signature_out))
         return address, monotonic_id
 
     def get_cached(self, key: str) -> tuple[int, int]:
@@ -199,7 +212,9 @@ class SingleWriterShmObjectStorage(Signing):
         rc = self._lib.ns_free_unused(state, self.reclaim_target(), self.n_readers, self._id_before)
         self.ring_buffer._check(rc, "free objects")
         for freed_id in freed_ids(int(self._id_before[0]), int(state.id_start), int(state.id_max)):
-            del self.key_index[self.id_index.pop(freed_id)]
+            key = self.id_index.pop(freed_id)
+            del self.key_index[key]
+            self._signed.pop(key, None)
 
     def clear(self) -> None:
         """Forget every object; a new secret refuses every old handle. No-op on readers."""
@@ -207,6 +222,7 @@ class SingleWriterShmObjectStorage(Signing):
             self.ring_buffer.clear()
             self.key_index.clear()
             self.id_index.clear()
+            self._signed.clear()
 
     # -- reader --------------------------------------------------------------------
 
@@ -220,6 +236,8 @@ class SingleWriterShmObjectStorage(Signing):
         """Read the object behind a handle (readers pass signature and key):
         get_begin, get_copy and get_end without a Read object in between
         (MsgpackOnlySerde's bytes copied out right here: the common read)."""
+        if self._fast_read:
+            return self._get_fast(address, monotonic_id, signature, key)
         size, data_at = self._open(address, monotonic_id, signature, key)
         chars = self.ring_buffer._chars  # None once the ring is closed
         start, stop = data_at + FLAG_BYTES + 1, data_at + size - MD_SIZE  # after RAW's byte
@@ -227,6 +245,61 @@ class SingleWriterShmObjectStorage(Signing):
             value, error = self._ffi.unpack(chars + start, stop - start), None
         else:
             value, error = self._copy(size, data_at)
+        self._end(address, monotonic_id, size, error is None)
+        if error is not None:
+            raise error
+        return value
+
+    def _get_fast(self, address: Any, monotonic_id: Any, signature: Any, key: Any) -> Any:
+        """`get` of a reader process with the lock, as vLLM's readers read:
+        the steps of _open, the raw copy and _end in one frame (each Python
+        call they save is some 5% of a 64 B get). Anything unusual (a bad
+        field, a failed check, a value that is not raw bytes) goes the long
+        way, which raises the exact error or reads through the serde."""
+        if (
+            type(address) is not int
+            or type(monotonic_id) is not int
+            or type(key) is not str
+            or type(signature) is not list
+            or len(signature) != SIGNATURE_BYTES
+            or not 0 <= address < ADDRESS_LIMIT
+            or not 0 <= monotonic_id < ID_LIMIT
+            or not key.isascii()
+        ):
+            return self._get_slow(address, monotonic_id, signature, key)
+        try:
+            given = bytes(bytearray(signature))
+        except (TypeError, ValueError):
+            raise ValueError(INVALID) from None
+        lib, spans, chars = self._lib, self._spans, self.ring_buffer._chars
+        span = spans.pop() if spans else self._ffi.new("ns_span *")
+        key_bytes = key.encode()
+        rc = lib.ns_begin_signed(
+            self._state, key_bytes, len(key_bytes), address, monotonic_id, given, span
+        )
+        size, data_at = span.size, span.data_at
+        spans.append(span)
+        start, stop = data_at + FLAG_BYTES + 1, data_at + size - MD_SIZE  # after RAW's byte
+        if rc or stop <= start or chars is None or chars[start - 1] != RAW_MD:
+            return self._get_slow(address, monotonic_id, signature, key)
+        value = self._ffi.unpack(chars + start, stop - start)
+        lock = self._reader_lock
+        if not lock.acquire(True, self.READER_LOCK_TIMEOUT):
+            self._lock_timed_out()
+        try:
+            rc = lib.ns_end(self._state, address, monotonic_id, size, True)
+        finally:
+            lock.release()
+        if rc:
+            self.ring_buffer._fail(
+                lib.NS_E_STALE if rc == lib.NS_E_NO_CHUNK else rc, "read", address, monotonic_id
+            )
+        return value
+
+    def _get_slow(self, address: Any, monotonic_id: Any, signature: Any, key: Any) -> Any:
+        """`get` step by step (the fast path's checks failed or do not apply)."""
+        size, data_at = self._open(address, monotonic_id, signature, key)
+        value, error = self._copy(size, data_at)
         self._end(address, monotonic_id, size, error is None)
         if error is not None:
             raise error
