@@ -9,9 +9,6 @@ entry is still needed)."""
 
 # ruff: noqa: F821, B018 - bare names are how vulture's allow-lists use a name
 
-# TEMPORARY, until issue 51's split of shmref/oracle/cli.py `main` names it `_signum`:
-signum  # cli.py stop_as_on_ctrl_c's handler: the signal module passes (signum, frame)
-
 # Until the next change to refimpl/ names it `_tb` (docs/vllm-check.json binds refimpl's
 # files by SHA-256: a change remakes that record with `make vllm-check`, not done for this):
 tb  # refimpl/readerlock.py ReaderLock.__exit__: the with statement passes it by position

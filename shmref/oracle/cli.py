@@ -47,11 +47,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from shmref.core.paths import checkout
+from shmref.core.runconfig import RunConfig
 from shmref.oracle import gating, limits, privateshm
 from shmref.oracle.conformance_run import (
     DEFAULT_CALL_TIMEOUT,
@@ -65,11 +67,12 @@ from shmref.oracle.conformance_run import (
     run,
 )
 from shmref.oracle.console import hazard_said, print_summary
-from shmref.oracle.contractcheck import run_check
+from shmref.oracle.contractcheck import Checked, run_check
+from shmref.oracle.expectations import Expectations
 from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.job import ImplRef
-from shmref.oracle.report import forget
+from shmref.oracle.report import Report, forget
 from shmref.oracle.verdict import (
     BAD,
     FAIL,
@@ -78,7 +81,7 @@ from shmref.oracle.verdict import (
 )
 from shmref.session.shrinkbudget import parse_budget
 from shmref.traces.recorder import Recording, validate_either
-from shmref.traces.shipped import ShippedError
+from shmref.traces.shipped import Counterexample, ShippedError
 
 # The report's folder without --out, stated once: OUT_HELP says it, default_out makes it.
 OUT_INSTALLED = "shmref-conformance"  # below the current folder
@@ -104,6 +107,7 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+HAZARD_MODELS = {h.model: h for h in HAZARDS}
 seconds = limits.positive_seconds  # argparse type: a number of seconds above 0
 
 
@@ -148,7 +152,7 @@ def stop_as_on_ctrl_c() -> None:
     """SIGTERM and SIGHUP end a run as Ctrl-C does: the run's own processes
     (workers in sessions of their own, the seed's run) are stopped, not orphaned."""
 
-    def interrupt(signum: int, frame: object) -> None:
+    def interrupt(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
     if threading.current_thread() is threading.main_thread():
@@ -156,14 +160,23 @@ def stop_as_on_ctrl_c() -> None:
             signal.signal(number, interrupt)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m shmref.conformance`: the exit status is 0 when the gated levels pass,
-    1 when not, 2 on bad input, 130 when interrupted."""
+def build_parser() -> OneLineParser:
+    """The command line: what is judged, how long it may take, and the
+    options of gating (expectations, repeats) and of the process protocol."""
     parser = OneLineParser(
         prog="python -m shmref.conformance",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_selection_options(parser)
+    add_limit_options(parser)
+    gating.add_options(parser)
+    limits.add_options(parser)
+    return parser
+
+
+def add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """What is judged: the implementation, the report folder, the levels and properties."""
     parser.add_argument(
         "--impl",
         help="module under test ('seed': the seed's own code; "
@@ -192,6 +205,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=LEVELS,
         help="run only the checks of this level (repeatable; default: all)",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PROPERTY",
+        help="run only this property, named as in the report (repeatable; without --level its "
+        "level is the one judged; the seed baseline "
+        "re-runs a property that came out ERROR, CRASH or TIMEOUT this way)",
+    )
+    parser.add_argument(
+        "--hazard",
+        metavar="MODEL",
+        help="only replay this hazard model's shipped counterexamples on --impl",
+    )
+    parser.add_argument(
+        "--counterexample",
+        type=Path,
+        metavar="FILE",
+        help="with --hazard: replay this TLC output (-tool) of the model instead",
+    )
+    parser.add_argument(
+        "--validate-trace",
+        type=Path,
+        metavar="FILE",
+        help="check a recording (JSON, shmref.traces.recorder) with TLC",
+    )
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """How a run goes: its time limits, shrinking, workers, what it says, its /dev/shm."""
     parser.add_argument(
         "--timeout",
         type=seconds,
@@ -250,31 +292,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="do not shrink failing examples (verdicts only; used for the seed's own run)",
     )
     parser.add_argument(
-        "--only",
-        action="append",
-        metavar="PROPERTY",
-        help="run only this property, named as in the report (repeatable; without --level its "
-        "level is the one judged; the seed baseline "
-        "re-runs a property that came out ERROR, CRASH or TIMEOUT this way)",
-    )
-    parser.add_argument(
-        "--hazard",
-        metavar="MODEL",
-        help="only replay this hazard model's shipped counterexamples on --impl",
-    )
-    parser.add_argument(
-        "--counterexample",
-        type=Path,
-        metavar="FILE",
-        help="with --hazard: replay this TLC output (-tool) of the model instead",
-    )
-    parser.add_argument(
-        "--validate-trace",
-        type=Path,
-        metavar="FILE",
-        help="check a recording (JSON, shmref.traces.recorder) with TLC",
-    )
-    parser.add_argument(
         "--shm",
         choices=(privateshm.PRIVATE, privateshm.SHARED),
         default=privateshm.PRIVATE,
@@ -282,40 +299,66 @@ def main(argv: Sequence[str] | None = None) -> int:
         "so no other run's segments are seen or swept (default private), or on the "
         "machine's (shared: to watch them from outside); the report says which",
     )
-    gating.add_options(parser)
-    limits.add_options(parser)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m shmref.conformance`: the exit status is 0 when the gated levels pass,
+    1 when not, 2 on bad input, 130 when interrupted."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     privateshm.enter(args.shm)  # before any thread or child: all of them inherit it
     config = limits.run_config(args)
-
     if (code := gating.compared(args)) is not None:
         return code
     if args.validate_trace:
         result = validate_either(Recording.load(args.validate_trace))
         print(result.explain())
         return 0 if result.accepted else 1
-    if args.writer or args.readers:
-        if args.impl or not (args.writer and args.readers):
-            parser.error("a mixed run takes --writer IMPL and --readers IMPL, and no --impl")
-        from shmref.oracle.verdict import LAYOUT
-        from shmref.process.mixed import mixed_name, pairs_line, spec_lock
+    if (args.writer or args.readers) and (code := mixed_impl(parser, args)) is not None:
+        return code
+    chosen = selection(parser, args)
+    if isinstance(chosen, int):
+        return chosen
+    return judged(args, config, chosen)
 
-        args.impl = mixed_name(args.writer, args.readers)
-        if args.level and LAYOUT not in args.level:
-            args.level.append(LAYOUT)  # a mixed run needs the seed's layout: it is claimed
-        try:
-            locks = spec_lock(args.writer), spec_lock(args.readers)
-        except Exception as exc:  # the program's failure, said in one line
-            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-            return 2
-        print(pairs_line(args.writer, args.readers, *locks))
+
+def mixed_impl(parser: OneLineParser, args: argparse.Namespace) -> int | None:
+    """--writer and --readers made the one implementation judged (None), or
+    the exit status of a side that could not say its lock."""
+    if args.impl or not (args.writer and args.readers):
+        parser.error("a mixed run takes --writer IMPL and --readers IMPL, and no --impl")
+    from shmref.oracle.verdict import LAYOUT
+    from shmref.process.mixed import mixed_name, pairs_line, spec_lock
+
+    args.impl = mixed_name(args.writer, args.readers)
+    if args.level and LAYOUT not in args.level:
+        args.level.append(LAYOUT)  # a mixed run needs the seed's layout: it is claimed
+    try:
+        locks = spec_lock(args.writer), spec_lock(args.readers)
+    except Exception as exc:  # the program's failure, said in one line
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    print(pairs_line(args.writer, args.readers, *locks))
+    return None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the options select, checked before anything runs."""
+
+    levels: tuple[str, ...]
+    expect: Expectations | None
+    supplied: Counterexample | None  # --counterexample, read
+
+
+def selection(parser: OneLineParser, args: argparse.Namespace) -> Selection | int:
+    """The options checked against each other (a wrong one: one line, exit 2)."""
     if not args.impl:
         parser.error("--impl MODULE is required")
     for problem in filter(None, map(property_problem, args.only or ())):
         parser.error(problem)
-    hazards = {h.model: h for h in HAZARDS}
-    if args.hazard and args.hazard not in hazards:
-        parser.error(f"unknown hazard model; known: {', '.join(hazards)}")
+    if args.hazard and args.hazard not in HAZARD_MODELS:
+        parser.error(f"unknown hazard model; known: {', '.join(HAZARD_MODELS)}")
     expect = gating.expected(args)
     if isinstance(expect, int):
         return expect
@@ -333,9 +376,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only and not args.level:  # judged: the levels of the properties named
         named = {property_level(name) for name in args.only}
         args.level = [level for level in LEVELS if level in named]
-    levels = tuple(args.level or LEVELS)
     if args.out:  # no report of an earlier run stands there, whatever happens now
         forget(args.out)
+    return Selection(tuple(args.level or LEVELS), expect, supplied)
+
+
+def judged(args: argparse.Namespace, config: RunConfig, chosen: Selection) -> int:
+    """The contract check, then the run (or the contract check's report
+    alone, when it ended the run), its repeats and expectations, and what
+    is printed at the end; the exit status."""
     stop_as_on_ctrl_c()
     started = time.monotonic()
     try:
@@ -359,15 +408,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     gate = checked.check
     if gate is not None and gate.status in BAD and gate.status != FAIL:
-        report = gate_report(name, out, args.quick, levels, gate, time.monotonic() - started)
+        report = gate_report(name, out, args.quick, chosen.levels, gate, time.monotonic() - started)
         first = (gate.detail.splitlines() or [""])[0]  # the rest is in the report
         print(f"{gate.name}: {gate.status}: {first}", file=sys.stderr)
         return print_summary(report, out)
-    judge = functools.partial(
+    judge = judge_of(args, config, chosen, checked)
+    try:
+        report = gating.run_with_repeats(judge, out, args, chosen.expect)
+    except KeyboardInterrupt:
+        print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
+        return 130
+    if args.hazard:
+        source = (
+            chosen.supplied.source if chosen.supplied else "the model's shipped counterexamples"
+        )
+        return hazard_said(report, HAZARD_MODELS[args.hazard], source, out)
+    print_summary(report, out)
+    if verdict := gating.said(report, args):
+        print(verdict)
+    return 0 if report.gate else 1
+
+
+def judge_of(
+    args: argparse.Namespace, config: RunConfig, chosen: Selection, checked: Checked
+) -> Callable[..., Report]:
+    """One run with the options bound: what gating calls, again for repeats."""
+    assert checked.found is not None
+    gate = checked.check
+    if args.shrink_budget is not None:
+        shrink_budget = args.shrink_budget
+    else:
+        shrink_budget = QUICK_SHRINK_BUDGET if args.quick else DEFAULT_SHRINK_BUDGET
+    return functools.partial(
         run,
-        ImplRef.of(name),  # resolved here, once: the children get it in their job
+        ImplRef.of(checked.found.name),  # resolved here, once: the children get it in their job
         quick=args.quick,
-        levels=levels,
+        levels=chosen.levels,
         baseline=not args.no_baseline and not args.hazard,
         shrink=not args.no_shrink,
         all_groups=args.all_groups,
@@ -375,13 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         call_timeout=args.call_timeout,
         impl_root=checked.found.root,
         workers=args.workers,
-        shrink_budget=(
-            args.shrink_budget
-            if args.shrink_budget is not None
-            else QUICK_SHRINK_BUDGET
-            if args.quick
-            else DEFAULT_SHRINK_BUDGET
-        ),
+        shrink_budget=shrink_budget,
         progress=not args.no_progress and not args.hazard,
         only=args.only,
         first=[gate] if gate is not None else [],
@@ -390,15 +460,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_timeouts=args.max_timeouts,
         config=config,
     )
-    try:
-        report = gating.run_with_repeats(judge, out, args, expect)
-    except KeyboardInterrupt:
-        print(f"shmref: interrupted: no report in {out}; its processes stopped", file=sys.stderr)
-        return 130
-    if args.hazard:
-        source = supplied.source if supplied else "the model's shipped counterexamples"
-        return hazard_said(report, hazards[args.hazard], source, out)
-    print_summary(report, out)
-    if verdict := gating.said(report, args):
-        print(verdict)
-    return 0 if report.gate else 1

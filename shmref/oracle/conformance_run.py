@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from shmref import tlc
@@ -19,12 +18,13 @@ from shmref.oracle import privateshm
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
 from shmref.oracle.events import Event, Recorded
-from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.isolation import Outcome, run_isolated
+from shmref.oracle.hazards import HAZARDS, Hazard
+from shmref.oracle.isolation import Outcome, default_workers, run_isolated
 from shmref.oracle.job import RECORDING_UNIT, ImplRef, Job, RecordingTask, Unit, hazard_unit
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report, forget
 from shmref.oracle.shmclean import remove_orphans
+from shmref.oracle.shrinkpass import SHRINK_FOLDER, shrink_failures
 from shmref.oracle.testgroups import (
     NOT_RUN_GROUPS,
     TEST_GROUPS,
@@ -32,7 +32,6 @@ from shmref.oracle.testgroups import (
     group_of,
     matches,
     pytest_checks,
-    suite_node_id,
 )
 from shmref.oracle.validation import isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import (
@@ -48,7 +47,6 @@ from shmref.oracle.verdict import (
 from shmref.render import sink
 from shmref.seed.build import SeedError
 from shmref.session import profiles
-from shmref.session.shrinkbudget import saved_tests
 
 DEFAULT_TIMEOUT = 900.0  # seconds per property: a failing one may search, then shrink for up
 # to 300 s (Hypothesis's own bound), on a core that CI shares; a hung call is caught
@@ -66,15 +64,6 @@ DEFAULT_SHRINK_BUDGET = 120
 # stopped answering would otherwise cost a call timeout per property (minutes, not seconds).
 DEFAULT_MAX_TIMEOUTS = 3
 QUICK_SHRINK_BUDGET = 40  # --quick: a passing run takes seconds
-SHRINK_FOLDER = "shrink"  # the second pass's children, logs and saved examples
-
-
-def default_workers() -> int:
-    """One child per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def fresh(out: Path) -> None:
@@ -148,68 +137,131 @@ def run(
     max_timeouts: int = DEFAULT_MAX_TIMEOUTS,
     config: RunConfig | None = None,
 ) -> Report:
-    """One conformance run of `impl`; it runs in child processes
-    (shmref.oracle.isolation), never here. `all_groups`: every pytest group even
-    when `quick` (every property name, with quick TLC and recordings);
-    `shrink` False: failing examples are not shrunk (verdicts only);
-    `workers` children share the work (default: one per core); the failing
-    tests' examples are then shrunk, `shrink_budget` examples tried in all
-    (`shrink_failures`); `progress`: what
-    runs is said on stderr (shmref.oracle.progress); `only`: just these
-    properties (names of the report's property column, or a suite test
-    class's or file's for all of its), as the seed baseline re-runs an
-    accident (shmref.oracle.baseline); `first`: checks already made (the
-    contract check's, when it did not pass); `counterexample`: a user's TLC
-    output that the hazards are replayed on instead of the shipped ones;
-    `repeat`: the seed baseline runs what did not pass up to that many times,
-    so that a flake of the seed is FLAKY there too, not taken for its behaviour;
-    `max_timeouts`: after that many TIMEOUTs the run stops and every property
-    is TIMEOUT (stopped_for_timeouts); `config`: what every child is told
-    (shmref.core.runconfig: the limits)."""
-    started, name = time.monotonic(), impl.name
+    """One conformance run of `impl`, in child processes (shmref.oracle.isolation), never
+    here. `all_groups`: every pytest group even when `quick` (every property name);
+    `shrink` False: failing examples not shrunk; `workers` children share the work (default:
+    one per core), then `shrink_budget` examples in all shrink the failures (`shrink_failures`);
+    `progress`: what runs is said on stderr; `only`: just these properties (the report's
+    names, or a suite test class's or file's), as the seed baseline re-runs an accident;
+    `first`: checks already made (the contract check's, when it did not pass);
+    `counterexample`: a user's TLC output the hazards are replayed on instead of the
+    shipped ones; `repeat`: the seed baseline runs what did not pass up to that many times,
+    so that a flake of the seed is FLAKY there too; `max_timeouts`: after that many
+    TIMEOUTs every property is TIMEOUT (stopped_for_timeouts); `config`: what every child
+    is told (shmref.core.runconfig: the limits)."""
+    started = time.monotonic()
     fresh(out)
     groups = selected_groups(quick, levels, all_groups, only)
     hazards = [h for h in HAZARDS if only is None or f"hazard {h.model}" in only]
     not_run = [NOT_RUN_GROUPS] + [
         g.select for g in TEST_GROUPS if g not in groups and g.level in levels
     ]
-    seed_run: SeedBaseline | None = None
-    seed_problem = ""
-    if baseline and not impl.is_seed:
-        seed_run = SeedBaseline(
-            quick, levels, all_groups, timeout, call_timeout, workers, repeat=repeat
-        )
-        try:
-            seed_run.start()
-        except SeedError as exc:
-            seed_run, seed_problem = None, str(exc)
-    protocol = PROTOCOL in levels
-    record = protocol and (only is None or RECORDING_UNIT[1] in only)
+    seed_run, seed_problem = None, ""
+    if baseline and not impl.is_seed:  # beside this run, not after it
+        seed = SeedBaseline(quick, levels, all_groups, timeout, call_timeout, workers, repeat)
+        seed_run, seed_problem = start_seed_run(seed)
     no_tlc = tlc.unavailable()
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
+    job = dataclasses.replace(
+        first_pass_job(impl, out, quick, levels, groups, hazards, only, shrink),
+        counterexample=counterexample.resolve() if counterexample else None,
+        call_timeout=call_timeout,
+    )
 
-    profile = profiles.for_run(quick, shrink)
-    recordings = tuple(
+    def shrunk(outcome: Outcome) -> None:
+        if shrink:
+            shrink_failures(job, outcome, shrink_budget, timeout, workers, config)
+
+    try:
+        outcome = run_children(
+            job, timeout, workers, max_timeouts, config, progress, no_tlc, shrunk
+        )
+    except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
+        if seed_run is not None:
+            seed_run.stop()
+        raise
+    checks = [*first, *run_checks(levels, groups, outcome)]
+    checks += property_checks(job, groups, outcome, no_tlc, impl_root, only)
+    if outcome.stopped:
+        not_run.append(stopped_for_timeouts(checks, outcome.stopped, max_timeouts))
+    run_levels = tuple(level for level in LEVELS if level in levels)
+    seed_levels, seed_problem = seed_columns(impl, checks, run_levels, seed_run, seed_problem, out)
+    if seed_problem:  # no seed text here, or its run failed: said beside every property
+        not_run.append(f"the seed baseline ({seed_problem})")
+    not_run += removed_note(outcome)
+    seconds = time.monotonic() - started
+    report = Report(impl.name, quick, checks, seconds, not_run, run_levels, seed_levels)
+    report.segments = privateshm.current().to_json()
+    report.write(out)
+    return report
+
+
+def first_pass_job(
+    impl: ImplRef,
+    out: Path,
+    quick: bool,
+    levels: Sequence[str],
+    groups: Sequence[TestGroup],
+    hazards: Sequence[Hazard],
+    only: Collection[str] | None,
+    shrink: bool,
+) -> Job:
+    """What the run's children are told first: the groups, recordings and
+    hazards to run, failing examples saved unshrunk (`shrink_failures`
+    shrinks them after)."""
+    protocol = PROTOCOL in levels
+    record = protocol and (only is None or RECORDING_UNIT[1] in only)
+    return Job(
+        impl=impl,
+        out=out,
+        profile=profiles.for_run(quick, shrink),
+        levels=tuple(levels),
+        groups=tuple(g.label for g in groups),
+        recordings=recording_tasks(out, quick, record),
+        hazards=tuple(h.model for h in hazards) if protocol else (),
+        counterexample=None,  # (the caller's, with its call timeout: dataclasses.replace)
+        shrink_budget=0,
+        call_timeout=DEFAULT_CALL_TIMEOUT,
+        save_examples=out / SHRINK_FOLDER / "examples" if shrink else None,
+    )
+
+
+def start_seed_run(seed_run: SeedBaseline) -> tuple[SeedBaseline | None, str]:
+    """The seed's own run started beside this one, or why there is none."""
+    try:
+        seed_run.start()
+    except SeedError as exc:
+        return None, str(exc)
+    return seed_run, ""
+
+
+def recording_tasks(out: Path, quick: bool, record: bool) -> tuple[RecordingTask, ...]:
+    """The recordings trace validation judges (none unless `record`), their
+    files of an earlier run gone."""
+    tasks = tuple(
         RecordingTask(out / f"recording-{seed}.json", 150 if quick else 300, seed)
         for seed in (((1,) if quick else (1, 2)) if record else ())
     )
-    for task in recordings:
+    for task in tasks:
         task.path.unlink(missing_ok=True)
-    job = Job(
-        impl=impl,
-        out=out,
-        profile=profile,
-        levels=tuple(levels),
-        groups=tuple(g.label for g in groups),
-        recordings=recordings,
-        hazards=tuple(h.model for h in hazards) if protocol else (),
-        counterexample=counterexample.resolve() if counterexample else None,
-        shrink_budget=0,  # this pass saves failing examples; shrink_failures shrinks them
-        call_timeout=call_timeout,
-        save_examples=out / SHRINK_FOLDER / "examples" if shrink else None,
-    )
-    others = {RECORDING_UNIT: len(recordings)} if recordings else {}
+    return tasks
+
+
+def run_children(
+    job: Job,
+    timeout: float,
+    workers: int | None,
+    max_timeouts: int,
+    config: RunConfig | None,
+    progress: bool,
+    no_tlc: str,
+    then: Callable[[Outcome], None] | None = None,
+) -> Outcome:
+    """`job` run in children (shmref.oracle.isolation), its progress said
+    (`progress`), each recording validated by TLC as soon as it is made;
+    `then` (the shrinking pass) runs before those validations are waited for."""
+    others = {RECORDING_UNIT: len(job.recordings)} if job.recordings else {}
     others.update({hazard_unit(model): 1 for model in job.hazards})
     bar = Progress(sys.stderr, others) if progress else None
     early: list[threading.Thread] = []
@@ -219,58 +271,70 @@ def run(
             bar.event(event)
         if isinstance(event, Recorded) and event.error is None and not no_tlc:
             early.append(
-                threading.Thread(target=validate_early, args=(event.path, out), daemon=True)
+                threading.Thread(target=validate_early, args=(event.path, job.out), daemon=True)
             )
             early[-1].start()
 
-    try:
-        outcome = run_isolated(
-            job,
-            timeout,
-            workers or default_workers(),
-            hear,
-            max_timeouts,
-            config,
-        )
-    except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
-        if seed_run is not None:
-            seed_run.stop()
-        raise
-    if shrink:
-        shrink_failures(job, outcome, shrink_budget, timeout, workers, config)
+    outcome = run_isolated(job, timeout, workers or default_workers(), hear, max_timeouts, config)
+    if then is not None:  # (beside the recordings' validation, still running)
+        then(outcome)
     for thread in early:
         thread.join()
     if bar:
         bar.close()
+    return outcome
 
-    checks: list[Check] = [*first] + [
-        Check(levels[0], RUN_CHECKS[0], "the implementation's processes", ERROR, detail=problem)
-        for problem in outcome.problems
-    ]
-    if groups and (outcome.collect_errors or not (outcome.cases or outcome.incidents)):
-        checks.append(
-            Check(
-                groups[0].level,
-                RUN_CHECKS[1],
-                "the test run",
-                ERROR,
-                detail=(
-                    "\n".join(outcome.collect_errors) or "no test ran (see workers/*.log)"
-                ).strip()[-500:],
-            )
-        )
-    root = impl_root if impl_root is not None else ""
-    checks += pytest_checks(
-        name, groups, list(outcome.cases.values()), root or None, profile, outcome.incidents
-    )
-    checks += isolated_protocol_checks(name, out, outcome, protocol, no_tlc, root or None)
+
+def property_checks(
+    job: Job,
+    groups: Sequence[TestGroup],
+    outcome: Outcome,
+    no_tlc: str,
+    impl_root: str | None,
+    only: Collection[str] | None,
+) -> list[Check]:
+    """Each property's check from what the children reported: the suite's
+    tests by property, the recordings and the hazards (only those of `only`)."""
+    root = impl_root or None
+    name = job.impl.name
+    cases = list(outcome.cases.values())
+    checks = pytest_checks(name, groups, cases, root, job.profile, outcome.incidents)
+    protocol = PROTOCOL in job.levels
+    checks += isolated_protocol_checks(name, job.out, outcome, protocol, no_tlc, root)
     if only is not None:  # the others' checks were not run (what went wrong in the run stays)
         checks = [
             c for c in checks if c.name in RUN_CHECKS or any(matches(n, c.name) for n in only)
         ]
-    if outcome.stopped:
-        not_run.append(stopped_for_timeouts(checks, outcome.stopped, max_timeouts))
-    run_levels = tuple(level for level in LEVELS if level in levels)
+    return checks
+
+
+def run_checks(levels: Sequence[str], groups: Sequence[TestGroup], outcome: Outcome) -> list[Check]:
+    """The run-wide checks: a child that died outside any property, a test
+    run that collected nothing or failed to collect."""
+    checks = [
+        Check(levels[0], RUN_CHECKS[0], "the implementation's processes", ERROR, detail=problem)
+        for problem in outcome.problems
+    ]
+    if groups and (outcome.collect_errors or not (outcome.cases or outcome.incidents)):
+        detail = "\n".join(outcome.collect_errors) or "no test ran (see workers/*.log)"
+        checks.append(
+            Check(
+                groups[0].level, RUN_CHECKS[1], "the test run", ERROR, detail=detail.strip()[-500:]
+            )
+        )
+    return checks
+
+
+def seed_columns(
+    impl: ImplRef,
+    checks: list[Check],
+    run_levels: tuple[str, ...],
+    seed_run: SeedBaseline | None,
+    seed_problem: str,
+    out: Path,
+) -> tuple[dict[str, str], str]:
+    """The seed's result beside each property (its own, for the seed's run)
+    and per level; with the problem that left it out, if one did."""
     seed_levels: dict[str, str] = {}
     if impl.is_seed:
         for check in checks:
@@ -281,79 +345,24 @@ def run(
             seed_levels = attach_baseline(checks, seed_run.report(out))
         except SeedError as exc:
             seed_problem = str(exc)
-    if seed_problem:  # no seed text here, or its run failed: say so beside every property
+    if seed_problem:
         for check in checks:
             check.seed = NO_SEED
-        not_run.append(f"the seed baseline ({seed_problem})")
+    return seed_levels, seed_problem
+
+
+def removed_note(outcome: Outcome) -> list[str]:
+    """What dead processes left in /dev/shm and the run removed, as a note;
+    on the run's own /dev/shm, what is still there at its end too."""
     if privateshm.current().way == privateshm.PRIVATE:  # every child is gone by now:
         outcome.removed += remove_orphans(set())  # what is left in the run's own /dev/shm
-    if outcome.removed:
-        shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
-        not_run.append(
-            f"{len(outcome.removed)} entries the implementation's dead processes left in "
-            f"/dev/shm were removed ({shown})"
-        )
-    report = Report(
-        name,
-        quick,
-        checks,
-        time.monotonic() - started,
-        not_run,
-        run_levels,
-        seed_levels,
-        segments=privateshm.current().to_json(),
-    )
-    report.write(out)
-    return report
-
-
-def shrink_failures(
-    job: Job,
-    outcome: Outcome,
-    budget: int,
-    timeout: float,
-    workers: int | None,
-    config: RunConfig | None,
-) -> None:
-    """The run's second pass: the tests that failed with an example saved by
-    the first (which did not shrink it) run again in new children, replaying
-    that example and shrinking it, each trying at most `budget` // (tests
-    that failed) examples: the run shrinks within `budget` examples however
-    many fail, and each test's share is the same on every run (its failing
-    is). A test that fails again has its output (and drawn calls) replaced
-    by the shrunk one's; its status is the first pass's whatever this pass
-    gives (a crash, a timeout, a pass or a skip: the unshrunk counterexample stays)."""
-    out = job.out
-    saved = out / SHRINK_FOLDER / "examples"
-    failed = {n for n, case in outcome.cases.items() if case["status"] == "fail"}
-    nodes = sorted(failed & {suite_node_id(test) for test in saved_tests(saved)})
-    share = budget // len(nodes) if nodes else 0
-    if not share:
-        return
-    folder = out / SHRINK_FOLDER
-    owners = {g.label for node in nodes if (g := group_of(node, TEST_GROUPS)) is not None}
-    second = dataclasses.replace(
-        job,
-        out=folder,
-        groups=tuple(label for label in job.groups if label in owners),
-        nodes=tuple(nodes),
-        recordings=(),
-        hazards=(),
-        shrink_budget=share,
-        save_examples=None,
-        replay_examples=saved,
-    )
-    children = min(workers or default_workers(), len(nodes))
-    again = run_isolated(second, timeout, children, config=config)
-    for node in nodes:
-        shrunk = again.cases.get(node)
-        if shrunk is None or shrunk["status"] != "fail":
-            continue
-        outcome.cases[node] = {**outcome.cases[node], "text": shrunk["text"]}
-        drawn = folder / sink.FOLDER / sink.file_name(node)
-        if drawn.is_file():
-            (out / sink.FOLDER).mkdir(exist_ok=True)
-            shutil.copyfile(drawn, out / sink.FOLDER / sink.file_name(node))
+    if not outcome.removed:
+        return []
+    shown = ", ".join(outcome.removed[:5]) + (", ..." if len(outcome.removed) > 5 else "")
+    return [
+        f"{len(outcome.removed)} entries the implementation's dead processes left in "
+        f"/dev/shm were removed ({shown})"
+    ]
 
 
 def stopped_for_timeouts(checks: list[Check], stopped: Sequence[Unit], limit: int) -> str:

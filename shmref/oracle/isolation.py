@@ -91,6 +91,14 @@ class Outcome:
             self.cases[node] = {"node": node, "status": status, "text": text}
 
 
+def default_workers() -> int:
+    """One child per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def signal_text(code: int) -> str:
     if code < 0:
         try:

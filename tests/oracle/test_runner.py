@@ -186,9 +186,9 @@ def test_a_saved_example_is_replayed_and_shrunk_within_its_share(tmp_path: Path)
     there (nothing is generated), so it cannot fail the second pass."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
-    from shmref.session.shrinkbudget import saved_tests
 
     from shmref.session import shrinkbudget
+    from shmref.session.shrinkbudget import saved_tests
 
     calls: list[list[int]] = []
 

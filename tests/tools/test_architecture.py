@@ -50,8 +50,6 @@ WHEEL_TREES = ("refimpl", "shmref")  # the code the wheel ships
 # pyproject.toml's per-file-ignores exempt their modules from ruff's PLR0912/PLR0915
 LONG_FOR_NOW = frozenset(
     {
-        "shmref.oracle.cli.main",
-        "shmref.oracle.conformance_run.run",
         "shmref.process.serve.Server.handle",
     }
 )
