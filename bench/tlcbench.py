@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import BENCH_DIR, SPEC_DIR, median, progress
-from shmref.tlc import TlcError, TlcRun, run_tlc
 from shmref.tlc.check import MODELS
 from shmref.tlc.manifest import model_files
+from shmref.tlc.result import TlcRun
+from shmref.tlc.runner import run_tlc
+from shmref.tlc.tlavalues import TlcError
 
 MIN_NET_SECONDS = 0.1
 

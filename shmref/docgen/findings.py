@@ -40,9 +40,7 @@ from tabulate import tabulate  # type: ignore[import-untyped]
 from shmref.core.paths import checkout
 from shmref.docgen import callpictures, coverage, pictures
 from shmref.docgen.datafiles import load_entries
-from shmref.docgen.oracle_snapshot import (  # noqa: F401 - re-exported, part of this module's API
-    FAILED,
-    NOT_RUN,
+from shmref.docgen.oracle_snapshot import (
     FindingsError,
     load_summary,
     oracle_section,

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from shmref import tlc
-from shmref.core.levels import SEED_ABSENT
+from shmref.core.levels import CRASH, ERROR, NOT_RUN, SEED_ABSENT, TIMEOUT
 from shmref.core.paths import PACKAGE_DIR, REFIMPL_DIR, SPEC_DIR, cache_dir
 from shmref.oracle.descendants import child_env
 from shmref.oracle.report import Report
-from shmref.oracle.verdict import CRASH, ERROR, NOT_RUN, RUN_CHECKS, TIMEOUT, Check
+from shmref.oracle.verdict import RUN_CHECKS, Check
 from shmref.seed.aliases import SEED_ALIAS
 from shmref.seed.build import MISSING_SEED, SeedError, SeedMissing, default_seed_path
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from shmref.core.levels import ERROR
 from shmref.oracle.events import ContractEnded, Event, Loaded, NotLoaded, encode
-from shmref.oracle.verdict import ERROR
 
 
 def emit(event: Event) -> None:

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from shmref.core.levels import BAD, FAIL, LEVELS, PROTOCOL
 from shmref.core.paths import checkout
 from shmref.core.runconfig import RunConfig
 from shmref.oracle import gating, limits, privateshm
@@ -73,15 +74,10 @@ from shmref.oracle.hazardcheck import supplied_counterexample
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.job import ImplRef
 from shmref.oracle.report import Report, forget
-from shmref.oracle.verdict import (
-    BAD,
-    FAIL,
-    LEVELS,
-    PROTOCOL,
-)
 from shmref.session.shrinkbudget import parse_budget
-from shmref.traces.recorder import Recording, validate_either
+from shmref.traces.recording import Recording
 from shmref.traces.shipped import Counterexample, ShippedError
+from shmref.traces.tracecheck import validate_either
 
 # The report's folder without --out, stated once: OUT_HELP says it, default_out makes it.
 OUT_INSTALLED = "shmref-conformance"  # below the current folder
@@ -327,7 +323,7 @@ def mixed_impl(parser: OneLineParser, args: argparse.Namespace) -> int | None:
     the exit status of a side that could not say its lock."""
     if args.impl or not (args.writer and args.readers):
         parser.error("a mixed run takes --writer IMPL and --readers IMPL, and no --impl")
-    from shmref.oracle.verdict import LAYOUT
+    from shmref.core.levels import LAYOUT
     from shmref.process.mixed import mixed_name, pairs_line, spec_lock
 
     args.impl = mixed_name(args.writer, args.readers)

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shmref.core.levels import SEED_SILENT
+from shmref.core.levels import BAD, LEVELS, SEED_SILENT
 from shmref.oracle.report import SCHEMA_PATH
-from shmref.oracle.verdict import BAD, LEVELS
 
 
 class ReportError(ValueError):

@@ -12,8 +12,9 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from shmref import tlc
-from shmref.core.levels import NO_SEED
+from shmref.core.levels import ERROR, LEVELS, NO_SEED, NOT_RUN, PROTOCOL, TIMEOUT
 from shmref.core.runconfig import RunConfig
+from shmref.core.suitegroups import NOT_RUN_GROUPS, TEST_GROUPS, TestGroup, group_of, matches
 from shmref.oracle import privateshm
 from shmref.oracle.baseline import SeedBaseline, attach_baseline
 from shmref.oracle.contractcheck import NAME as CONTRACT_CHECK
@@ -25,25 +26,9 @@ from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report, forget
 from shmref.oracle.shmclean import remove_orphans
 from shmref.oracle.shrinkpass import SHRINK_FOLDER, shrink_failures
-from shmref.oracle.testgroups import (
-    NOT_RUN_GROUPS,
-    TEST_GROUPS,
-    TestGroup,
-    group_of,
-    matches,
-    pytest_checks,
-)
+from shmref.oracle.testgroups import pytest_checks
 from shmref.oracle.validation import isolated_protocol_checks, validate_early
-from shmref.oracle.verdict import (
-    ERROR,
-    LEVELS,
-    NOT_RUN,
-    PROTOCOL,
-    RUN_CHECKS,
-    TIMEOUT,
-    Check,
-    level_status,
-)
+from shmref.oracle.verdict import RUN_CHECKS, Check, level_status
 from shmref.render import sink
 from shmref.seed.build import SeedError
 from shmref.session import profiles

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from shmref.core import tables
+from shmref.core.levels import ASSUMPTION, BAD, NOT_RUN, PASS
 from shmref.oracle.hazards import Hazard
 from shmref.oracle.report import Report
-from shmref.oracle.verdict import ASSUMPTION, BAD, NOT_RUN, PASS
 from shmref.render.html import PAGE
 
 

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shmref.core.levels import CRASH, FAIL, SEED, TIMEOUT
 from shmref.core.runconfig import RunConfig, running
 from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
 from shmref.oracle.events import ContractEnded, Event, Loaded, NotLoaded, parse
 from shmref.oracle.isolation import signal_text
 from shmref.oracle.shmclean import group_gone, remove_orphans
-from shmref.oracle.verdict import CRASH, FAIL, SEED, TIMEOUT, Check
+from shmref.oracle.verdict import Check
 from shmref.process import has_programs
 from shmref.process.segments import names as shm_names
 

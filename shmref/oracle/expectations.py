@@ -28,11 +28,12 @@ from typing import Any
 
 import tomlkit
 
+from shmref.core.levels import BAD, FLAKY, NOT_RUN, SKIP, STATUSES
 from shmref.core.paths import SUITE_DIR
+from shmref.core.suitegroups import TEST_GROUPS, group_of
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.job import RECORDING_UNIT
-from shmref.oracle.testgroups import TEST_GROUPS, group_of
-from shmref.oracle.verdict import BAD, FLAKY, NOT_RUN, SKIP, STATUSES, Check
+from shmref.oracle.verdict import Check
 from shmref.traces import shipped
 
 VERSION = 1

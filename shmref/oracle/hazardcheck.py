@@ -9,18 +9,9 @@ from pathlib import Path
 from types import ModuleType
 
 from shmref import contract
+from shmref.core.levels import ASSUMPTION, ERROR, FAIL, NOT_RUN, PASS, PROTOCOL
 from shmref.oracle.hazards import Hazard, HazardReplay, StepError, replay_hazard
-from shmref.oracle.verdict import (
-    ASSUMPTION,
-    ERROR,
-    FAIL,
-    NOT_RUN,
-    PASS,
-    PROTOCOL,
-    Check,
-    shell,
-    shell_impl,
-)
+from shmref.oracle.verdict import Check, shell, shell_impl
 from shmref.render import sink
 from shmref.traces import shipped
 from shmref.traces.shipped import Counterexample

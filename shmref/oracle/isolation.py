@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shmref.calls.callstream import calls_file, crash_trace
+from shmref.core.levels import CRASH, TIMEOUT
 from shmref.core.runconfig import RunConfig
 from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
 from shmref.oracle.events import (
@@ -47,7 +48,7 @@ from shmref.oracle.events import (
 )
 from shmref.oracle.job import Job, Unit, hazard_unit, write_job
 from shmref.oracle.shmclean import group_gone, remove_orphans
-from shmref.oracle.verdict import CRASH, TIMEOUT, Check
+from shmref.oracle.verdict import Check
 from shmref.process.segments import names as shm_names
 from shmref.render.sink import FOLDER, file_name, save
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shmref.oracle.verdict import PROTOCOL
+from shmref.core.levels import PROTOCOL
 from shmref.process import has_programs
 from shmref.seed.aliases import alias_of, is_seed
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
+from shmref.core.suitegroups import property_key
 from shmref.oracle.events import (
     CaseResult,
     Collected,
@@ -22,7 +23,6 @@ from shmref.oracle.events import (
     Started,
 )
 from shmref.oracle.job import RECORDING_UNIT, Unit
-from shmref.oracle.testgroups import property_key
 
 WIDTH = 24  # the bar's cells
 WORST = {"error": 3, "fail": 2, "pass": 1, "skip": 0}

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from shmref.core.levels import FLAKY, NOT_RUN, PASS, SKIP
 from shmref.oracle.report import Report
-from shmref.oracle.verdict import FLAKY, NOT_RUN, PASS, RUN_CHECKS, SKIP, Check
+from shmref.oracle.verdict import RUN_CHECKS, Check
 
 # runs `names` again as attempt K (from 2); returns that run's report
 Rerun = Callable[[list[str], int], Report]

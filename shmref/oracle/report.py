@@ -14,19 +14,9 @@ from typing import Any
 
 from shmref.core import tables
 from shmref.core.files import write_atomically
-from shmref.core.levels import SHOWN_FAILURES
+from shmref.core.levels import ASSUMPTION, BAD, LEVEL_MEANING, LEVELS, NOT_RUN, PASS, SHOWN_FAILURES
 from shmref.core.paths import SUITE_DIR
-from shmref.oracle.verdict import (
-    ASSUMPTION,
-    BAD,
-    LEVEL_MEANING,
-    LEVELS,
-    NOT_RUN,
-    PASS,
-    Check,
-    level_status,
-    shell_impl,
-)
+from shmref.oracle.verdict import Check, level_status, shell_impl
 from shmref.render.html import PAGE, write_report
 from shmref.traces.shipped import TRACES_DIR
 

@@ -9,9 +9,10 @@ import dataclasses
 import shutil
 
 from shmref.core.runconfig import RunConfig
+from shmref.core.suitegroups import TEST_GROUPS, group_of
 from shmref.oracle.isolation import Outcome, default_workers, run_isolated
 from shmref.oracle.job import Job
-from shmref.oracle.testgroups import TEST_GROUPS, group_of, suite_node_id
+from shmref.oracle.testgroups import suite_node_id
 from shmref.render import sink
 from shmref.session.shrinkbudget import saved_tests
 

@@ -12,43 +12,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
+from shmref.core.levels import ERROR, FAIL, LEVELS, NOT_RUN, PASS, SKIP
 from shmref.core.paths import SUITE_DIR
 from shmref.core.suitegroups import (
-    NOT_RUN_GROUPS,
     TEST_GROUPS,
     TestGroup,
     group_of,
-    matches,
     property_key,
-    property_of,
 )
 from shmref.oracle.isolation import Incident
-from shmref.oracle.verdict import (
-    ERROR,
-    FAIL,
-    LEVELS,
-    NOT_RUN,
-    PASS,
-    SKIP,
-    Check,
-    shell,
-    shell_impl,
-)
+from shmref.oracle.verdict import Check, shell, shell_impl
 from shmref.render.sink import case_of
 from shmref.session import profiles
 from shmref.session.shrinkbudget import note_in
 
 __all__ = [
-    "NOT_RUN_GROUPS",
     "TEST_GROUPS",
     "TestGroup",
     "failure_trace",
     "group_of",
-    "matches",
     "not_run_reason",
     "plugin_args",
     "property_key",
-    "property_of",
     "pytest_checks",
     "replay_command",
     "suite_node_id",

@@ -12,24 +12,17 @@ from types import ModuleType
 from typing import Any
 
 from shmref import contract, tlc
+from shmref.core.levels import ERROR, FAIL, NOT_RUN, PASS, PROTOCOL
 from shmref.core.paths import cache_dir
 from shmref.oracle.hazards import HAZARDS
 from shmref.oracle.isolation import Outcome
 from shmref.oracle.job import RECORDING_UNIT
-from shmref.oracle.verdict import (
-    ERROR,
-    FAIL,
-    NOT_RUN,
-    PASS,
-    PROTOCOL,
-    Check,
-    shell,
-    shell_impl,
-)
+from shmref.oracle.verdict import Check, shell, shell_impl
 from shmref.render import sink
 from shmref.render.build import Builder
 from shmref.render.traceformat import Trace as Timeline
-from shmref.traces.recorder import Recording, validate_either
+from shmref.traces.recording import Recording
+from shmref.traces.tracecheck import validate_either
 
 
 def verdict_path(path: Path) -> Path:

@@ -12,24 +12,11 @@ from pathlib import Path
 from types import ModuleType
 
 from shmref.core.levels import (
-    ASSUMPTION,
     BAD,
-    CRASH,
-    ERROR,
     FAIL,
-    FLAKY,
-    HARDENED,
-    LAYOUT,
-    LEVEL_MARKERS,
-    LEVEL_MEANING,
-    LEVELS,
     NOT_RUN,
     PASS,
-    PROTOCOL,
-    SEED,
     SKIP,
-    STATUSES,
-    TIMEOUT,
 )
 from shmref.core.paths import checkout
 from shmref.seed.aliases import alias_of, built_by_shmref
@@ -38,25 +25,7 @@ from shmref.seed.build import SEED_ENV
 # the levels and statuses are shmref.core.levels' (the suite and the renderer read them
 # too); the oracle's modules take them from here, with what a verdict adds
 __all__ = [
-    "ASSUMPTION",
-    "BAD",
-    "CRASH",
-    "ERROR",
-    "FAIL",
-    "FLAKY",
-    "HARDENED",
-    "LAYOUT",
-    "LEVEL_MARKERS",
-    "LEVEL_MEANING",
-    "LEVELS",
-    "NOT_RUN",
-    "PASS",
-    "PROTOCOL",
     "RUN_CHECKS",
-    "SEED",
-    "SKIP",
-    "STATUSES",
-    "TIMEOUT",
     "Check",
     "import_root",
     "level_status",

@@ -35,7 +35,9 @@ from typing import Any
 
 import pytest
 
+from shmref.core.levels import ERROR, PROTOCOL
 from shmref.core.runconfig import RunConfig, enter_run
+from shmref.core.suitegroups import TEST_GROUPS, group_of, property_key
 from shmref.oracle.descendants import hold
 from shmref.oracle.events import (
     Beat,
@@ -57,8 +59,8 @@ from shmref.oracle.events import (
 )
 from shmref.oracle.job import RECORDING_UNIT, Job, hazard_unit, read_job
 from shmref.oracle.shards import Claims, longest_first, run_claimed
-from shmref.oracle.testgroups import TEST_GROUPS, group_of, property_key, suite_node_id
-from shmref.oracle.verdict import ERROR, PROTOCOL, Check
+from shmref.oracle.testgroups import suite_node_id
+from shmref.oracle.verdict import Check
 from shmref.process import channel
 from shmref.process.messages import ProgramFailure
 from shmref.session import given, shrinkbudget

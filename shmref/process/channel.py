@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from shmref.core.runconfig import MAX_LINE, limits
+from shmref.core.runconfig import limits
 from shmref.process import PROTOCOL_VERSION, older_version_note, segments
 from shmref.process.lines import Lines, env_number
 from shmref.process.messages import (
@@ -39,7 +39,12 @@ from shmref.process.messages import (
 )
 from shmref.process.stderrtap import StderrTap
 
-__all__ = ["MAX_LINE", "Program", "env_number", "on_failure", "program"]
+__all__ = [
+    "Program",
+    "env_number",
+    "on_failure",
+    "program",
+]
 
 CRASH_EXIT, ERROR_EXIT, TIMEOUT_EXIT = 85, 86, 87
 EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}

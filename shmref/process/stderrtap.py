@@ -11,9 +11,10 @@ import os
 import threading
 from collections.abc import Callable
 
-from shmref.core.runconfig import MAX_STDERR
-
-__all__ = ["MAX_STDERR", "STDERR_OPTION", "StderrTap"]
+__all__ = [
+    "STDERR_OPTION",
+    "StderrTap",
+]
 
 STDERR_OPTION = "--max-stderr"  # the oracle's option that sets it (docs/protocol.md, Limits)
 

@@ -20,11 +20,13 @@ if (_missing := _missing_extra()) is not None:  # the toolkit is shmref[oracle]'
 from shmref.core.paths import SPEC_DIR as _SPEC_DIR
 from shmref.testing.from_trace import TraceSeededMachine
 from shmref.testing.machine import StoreMachine, machine_for
-from shmref.traces.recorder import Recorder, Recording, Validation, random_workload
+from shmref.traces.recorder import Recorder, random_workload
 from shmref.traces.recorder import record as _record_workload
-from shmref.traces.recorder import validate_either as _validate_either
+from shmref.traces.recording import Recording
 from shmref.traces.replay import Replayer as _Replayer
 from shmref.traces.replay import ReplayReport
+from shmref.traces.tracecheck import Validation
+from shmref.traces.tracecheck import validate_either as _validate_either
 
 if typing.TYPE_CHECKING:  # only the toolkit's names are public (__all__)
     from pathlib import Path

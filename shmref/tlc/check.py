@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import TextIO
 
 from shmref.core.paths import SPEC_DIR, cache_dir
-from shmref.tlc import TlcError, TlcRun, run_tlc
 from shmref.tlc.manifest import (
     INVARIANT,
     LIVENESS,
@@ -58,6 +57,9 @@ from shmref.tlc.manifest import (
 )
 from shmref.tlc.options import parse_spec_args, spec_parser
 from shmref.tlc.progress import Progress
+from shmref.tlc.result import TlcRun
+from shmref.tlc.runner import run_tlc
+from shmref.tlc.tlavalues import TlcError
 
 __all__ = ["INVARIANT", "LIVENESS", "MODELS", "PASS", "Model", "judge", "main"]
 

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shmref.core.paths import cache_dir
-from shmref.tlc import TlcError, TlcRun, find_jar, find_java, run_tlc
 from shmref.tlc.check import Result, judge, print_result, select
+from shmref.tlc.java import find_jar, find_java
 from shmref.tlc.manifest import (
     Measured,
     Model,
@@ -38,6 +38,9 @@ from shmref.tlc.manifest import (
     regenerate_readme,
 )
 from shmref.tlc.options import parse_spec_args, spec_parser
+from shmref.tlc.result import TlcRun
+from shmref.tlc.runner import run_tlc
+from shmref.tlc.tlavalues import TlcError
 
 LOG_DIR = cache_dir("tlc", keyed_by_spec=False)  # <model>.deep.out: the server's output
 _DISTINCT = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found")

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shmref.core.paths import SPEC_DIR
-from shmref.tlc import TlcError, find_jar, find_java
+from shmref.tlc.java import find_jar, find_java
 from shmref.tlc.manifest import Manifest, ManifestError, load_manifest
+from shmref.tlc.tlavalues import TlcError
 
 # command -> (--timeout's default, its help, --record's help)
 SPEC_OPTIONS: dict[str, tuple[float | None, str, str]] = {

@@ -24,9 +24,9 @@ from shmref.seed.impl import load_impl
 from shmref.tlc.manifest import ManifestError, model_files
 from shmref.traces import itf
 from shmref.traces.itf_schema import ItfError
-from shmref.traces.recorder import tla_value
 from shmref.traces.recording import Recording
 from shmref.traces.replay import Replayer, read_constants
+from shmref.traces.tlamodule import tla_value
 from shmref.traces.tracecheck import validate_either, validate_recording
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shmref.core import vocabulary
-from shmref.tlc import FrozenDict
+from shmref.tlc.tlavalues import FrozenDict
 
 JSON_INT_MAX = 2**53 - 1  # larger integers are written {"#bigint": "..."}
 _BIGINT = re.compile(r"^-?[0-9]+$")

@@ -24,23 +24,13 @@ from shmref.contract import MissingCapability
 from shmref.core import vocabulary
 from shmref.store.driver import Driver, Outcome
 from shmref.store.values import MD_SIZE
-from shmref.traces.explain import explain_step
 from shmref.traces.itf_schema import OBSERVABLE
 from shmref.traces.recording import Recording
-from shmref.traces.tlamodule import DEFAULT_SWITCHES, tla_module, tla_value
-from shmref.traces.tracecheck import Validation, validate_either, validate_recording
 
 __all__ = [
-    "DEFAULT_SWITCHES",
     "Recorder",
     "Recording",
-    "Validation",
-    "explain_step",
     "random_workload",
-    "tla_module",
-    "tla_value",
-    "validate_either",
-    "validate_recording",
 ]
 
 

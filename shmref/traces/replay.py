@@ -27,7 +27,8 @@ from shmref.render.build import Builder
 from shmref.render.traceformat import Trace as Timeline
 from shmref.store.driver import Driver, Outcome
 from shmref.store.values import UNIT
-from shmref.tlc import Trace, parse_value
+from shmref.tlc.tlavalues import parse_value
+from shmref.tlc.toolout import Trace
 
 
 def read_constants(cfg: Path) -> dict[str, Any]:

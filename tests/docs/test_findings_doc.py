@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from shmref.docgen import findings
-from shmref.docgen.findings import FindingsError
+from shmref.docgen.oracle_snapshot import FindingsError
 from shmref.docgen.versions import load_versions, parse_releases
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from shmref.oracle.verdict import LEVELS
+from shmref.core.levels import LEVELS
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE_DIR = REPO / "examples" / "native_store"

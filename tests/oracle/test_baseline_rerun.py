@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from shmref.core.levels import HARDENED, LEVELS, PROTOCOL, SEED
 from shmref.oracle import baseline
 from shmref.oracle.baseline import SeedBaseline, kept_second
-from shmref.oracle.verdict import HARDENED, LEVELS, PROTOCOL, SEED
 
 FLAKY, BROKEN, SOUND = "hazard MCCopyFail", "test_ring.py::test_wraps", "trace validation"
 

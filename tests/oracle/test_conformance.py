@@ -31,18 +31,12 @@ from shell_support import in_a_fresh_shell
 
 import refimpl
 from shmref import contract
+from shmref.core.levels import FAIL, HARDENED, LEVELS, NOT_RUN, PROTOCOL, SEED
+from shmref.core.suitegroups import TEST_GROUPS
 from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
 from shmref.oracle.hazards import HAZARDS
-from shmref.oracle.testgroups import TEST_GROUPS, failure_trace, pytest_checks
-from shmref.oracle.verdict import (
-    FAIL,
-    HARDENED,
-    LEVELS,
-    NOT_RUN,
-    PROTOCOL,
-    SEED,
-    level_status,
-)
+from shmref.oracle.testgroups import failure_trace, pytest_checks
+from shmref.oracle.verdict import level_status
 from shmref.seed.mutants import build_mutant
 from shmref.store.observe import first_difference
 from shmref.store.values import value_for
@@ -438,7 +432,7 @@ def test_an_implementation_raising_the_unexpected_is_named_with_its_step():
     import types
 
     import refimpl
-    from shmref.oracle.verdict import ERROR
+    from shmref.core.levels import ERROR
 
     class Storage(refimpl.SingleWriterShmObjectStorage):
         def put(self, key, value):

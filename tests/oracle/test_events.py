@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from shmref.core.levels import HARDENED, PROTOCOL
 from shmref.oracle.events import (
     KINDS,
     Beat,
@@ -45,7 +46,7 @@ from shmref.oracle.job import (
     read_job,
     write_job,
 )
-from shmref.oracle.verdict import HARDENED, PROTOCOL, Check
+from shmref.oracle.verdict import Check
 
 NODE = "test_ring.py::TestBadInput::test_bad_addresses"
 UNIT = (HARDENED, "test_ring.py::TestBadInput")

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from shmref.core.levels import FAIL, FLAKY, HARDENED, NOT_RUN, PASS, PROTOCOL, SEED
 from shmref.oracle import cli
 from shmref.oracle.expectations import Expectations, ExpectationsError, load, parse, write
 from shmref.oracle.testgroups import plugin_args
-from shmref.oracle.verdict import FAIL, FLAKY, HARDENED, NOT_RUN, PASS, PROTOCOL, SEED, Check
+from shmref.oracle.verdict import Check
 
 REPO = Path(__file__).resolve().parents[2]
 BAD_ADDRESSES = "test_ring.py::TestBadInput::test_bad_addresses"  # the seed fails it (hardened)

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from shmref.core.levels import CRASH, LEVELS, PASS, TIMEOUT
+from shmref.core.suitegroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
 from shmref.oracle.conformance_run import selected_groups
 from shmref.oracle.shmclean import orphans
-from shmref.oracle.testgroups import TEST_GROUPS, TestGroup, group_of, property_key, property_of
-from shmref.oracle.verdict import CRASH, LEVELS, PASS, TIMEOUT
 from shmref.process.segments import names as shm_names
 from shmref.render import sink
 
@@ -434,8 +434,9 @@ def test_a_run_stopped_for_timeouts_gives_every_property_timeout():
     """Which properties finished before the third TIMEOUT depends on the
     scheduling, so all of them are TIMEOUT, not only the unfinished ones:
     the contract check and the run-wide checks keep theirs."""
+    from shmref.core.levels import FAIL, NOT_RUN
     from shmref.oracle.conformance_run import stopped_for_timeouts
-    from shmref.oracle.verdict import FAIL, NOT_RUN, RUN_CHECKS, Check
+    from shmref.oracle.verdict import RUN_CHECKS, Check
 
     hung = [("hardened", f"hung {k}") for k in range(3)]
     checks = [

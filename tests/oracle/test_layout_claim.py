@@ -36,9 +36,9 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 import refimpl
+from shmref.core.levels import LAYOUT, LEVELS, SEED
+from shmref.core.suitegroups import TEST_GROUPS
 from shmref.oracle import hazardcheck, hazards
-from shmref.oracle.testgroups import TEST_GROUPS
-from shmref.oracle.verdict import LAYOUT, LEVELS, SEED
 from shmref.seed.build import SeedError
 from shmref.seed.impl import load_impl
 from shmref.store.observe import Segment
@@ -185,7 +185,8 @@ def test_the_pickle_stores_full_recording_goes_on_past_its_unpickling_error(stor
     run is recorded to its end and trace validation judges it (FAIL, as the
     seed: tests/traces/test_trace_validation.py judges such an outcome), where the
     recording used to stop and the property was ERROR."""
-    from shmref.traces.recorder import Recording, record
+    from shmref.traces.recorder import record
+    from shmref.traces.recording import Recording
 
     recording = record(stores["seed_pickle_serde"], 300, 1)
     # its serde's own exception at the copy is named "torn" (shmref.store.splitread sees where

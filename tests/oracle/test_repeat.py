@@ -15,10 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shmref.core.levels import FAIL, FLAKY, PASS, SEED, SKIP
 from shmref.oracle.expectations import parse
 from shmref.oracle.repeat import repeat
 from shmref.oracle.report import Report
-from shmref.oracle.verdict import FAIL, FLAKY, PASS, SEED, SKIP, Check
+from shmref.oracle.verdict import Check
 
 REPO = Path(__file__).resolve().parents[2]
 FLAKY_TEST = "test_storage.py::test_reads_count_and_reclaim_fifo"  # as tests/faulty/flaky_get.py

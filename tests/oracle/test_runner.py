@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from shell_support import in_a_fresh_shell
 
+from shmref.core.levels import HARDENED, PROTOCOL, SEED
+from shmref.core.suitegroups import TEST_GROUPS
 from shmref.oracle.events import (
     CaseResult,
     Collected,
@@ -34,8 +36,8 @@ from shmref.oracle.events import (
 from shmref.oracle.progress import Progress
 from shmref.oracle.report import Report
 from shmref.oracle.shards import Claims, rank
-from shmref.oracle.testgroups import TEST_GROUPS, pytest_checks
-from shmref.oracle.verdict import HARDENED, PROTOCOL, SEED, Check
+from shmref.oracle.testgroups import pytest_checks
+from shmref.oracle.verdict import Check
 from shmref.seed.mutants import build_mutant
 from shmref.session.shrinkbudget import ShrinkBudget, note_in, parse_budget
 

@@ -339,9 +339,9 @@ def test_a_serde_failure_property_is_not_run_on_a_program(tmp_path: Path) -> Non
     from types import ModuleType
 
     import refimpl
+    from shmref.core.levels import NOT_RUN
     from shmref.oracle.hazardcheck import hazard_check
     from shmref.oracle.hazards import HAZARDS
-    from shmref.oracle.verdict import NOT_RUN
 
     copy_fail = next(h for h in HAZARDS if h.model == "MCCopyFail")
     lying = ModuleType("lying")

@@ -292,8 +292,9 @@ def judged_page(tmp_path: Path) -> Path:
     """The seed's report as a store's that its expectations file judged: it
     lists every failure but NEW_FAILURE, and FIXED, which this store passes
     (not the seed's result)."""
+    from shmref.core.levels import BAD
     from shmref.oracle.expectations import parse
-    from shmref.oracle.verdict import BAD, Check
+    from shmref.oracle.verdict import Check
 
     out = tmp_path / "report"
     shutil.copytree(FIXTURE, out)

@@ -16,7 +16,8 @@ import pytest
 from quick_models import CHECKED_IN_MAKE_TEST
 from tlc_support import ROOT, SPEC, require_tlc
 
-from shmref.tlc import TlcError, check, manifest, options
+from shmref.tlc import check, manifest, options
+from shmref.tlc.tlavalues import TlcError
 
 require_tlc()
 

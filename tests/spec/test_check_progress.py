@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from shmref.tlc import TlcError, find_jar, find_java
+from shmref.tlc.java import find_jar, find_java
 from shmref.tlc.progress import Progress
+from shmref.tlc.tlavalues import TlcError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "tlc_fixtures"

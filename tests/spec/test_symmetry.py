@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from shmref.tlc import StateGraph, TlcError, find_jar, find_java, manifest, symmetry
-from shmref.tlc.tlavalues import FrozenDict
+from shmref.tlc import manifest, symmetry
+from shmref.tlc.graph import StateGraph
+from shmref.tlc.java import find_jar, find_java
+from shmref.tlc.tlavalues import FrozenDict, TlcError
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 MODELS = {m.name: m for m in manifest.load_manifest(SPEC / "models.toml").models}

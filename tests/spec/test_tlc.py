@@ -25,23 +25,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmref import tlc
-from shmref.tlc import (
-    FrozenDict,
-    StateGraph,
-    TlcError,
-    TlcRun,
+from shmref.tlc.graph import StateGraph, covering_paths, edge_coverage, parse_dot, path_to_trace
+from shmref.tlc.result import TlcRun
+from shmref.tlc.runner import run_tlc
+from shmref.tlc.tlavalues import FrozenDict, TlcError, parse_state, parse_value
+from shmref.tlc.toolout import (
     Trace,
-    covering_paths,
-    edge_coverage,
-    parse_dot,
     parse_simulation_file,
-    parse_state,
     parse_tool_output,
     parse_trace,
-    parse_value,
-    path_to_trace,
     read_simulation_traces,
-    run_tlc,
 )
 
 FIX = Path(__file__).resolve().parents[1] / "tlc_fixtures"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shmref.tlc import manifest, unavailable
+from shmref.tlc import manifest
+from shmref.tlc.java import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec"

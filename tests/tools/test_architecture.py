@@ -515,6 +515,48 @@ def test_the_toolkit_exports_only_its_documented_names() -> None:
     assert call_recording_in(PACKAGE / "calls") == sorted(CALL_RECORDING)
 
 
+def reexports(name: str, source: str) -> list[str]:
+    """Names module `name` imports from shmref (or refimpl) and never uses
+    itself: what others can only be importing from it, as from a facade.
+    (A package's `__init__` is its public face and is not asked.)"""
+    tree = ast.parse(source)
+    imported: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] in ("shmref", "refimpl")
+        ):
+            imported.update({a.asname or a.name: str(node.module) for a in node.names})
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return [f"{name}: {n} (from {imported[n]})" for n in sorted(set(imported) - used)]
+
+
+def test_no_module_re_exports_what_it_imports(sources: dict[str, str]) -> None:
+    """Import a name from its home: no module passes on another's names."""
+    found = [
+        line
+        for name, source in sorted(sources.items())
+        if not _is_package(name, sources)
+        for line in reexports(name, source)
+    ]
+    assert found == []
+
+
+def test_a_re_export_is_found() -> None:
+    facade = (
+        "from shmref.core.levels import FAIL, PASS\n"
+        "from shmref.core.levels import LEVELS as ALL\n"
+        "__all__ = ['FAIL', 'ALL']\n"
+        "def ok(status: str) -> bool:\n"
+        "    return status == PASS\n"
+    )
+    assert reexports("shmref.oracle.verdict", facade) == [
+        "shmref.oracle.verdict: ALL (from shmref.core.levels)",
+        "shmref.oracle.verdict: FAIL (from shmref.core.levels)",
+    ]
+
+
 TOOLKIT = "shmref.testing"
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import refimpl
+from shmref.core.levels import ASSUMPTION, FAIL, PASS
 from shmref.core.paths import SPEC_DIR
 from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
 from shmref.oracle.hazards import HAZARDS, Hazard
-from shmref.oracle.verdict import ASSUMPTION, FAIL, PASS
 from shmref.traces import shipped
 
 REPO = Path(__file__).resolve().parents[2]

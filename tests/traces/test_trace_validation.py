@@ -19,13 +19,9 @@ import refimpl
 from shmref.seed.mutants import MUTATIONS, build_mutant
 from shmref.store.driver import Driver
 from shmref.traces import itf, itf_cli
-from shmref.traces.recorder import (
-    Recorder,
-    Recording,
-    random_workload,
-    validate_either,
-    validate_recording,
-)
+from shmref.traces.recorder import Recorder, random_workload
+from shmref.traces.recording import Recording
+from shmref.traces.tracecheck import validate_either, validate_recording
 
 pytestmark = pytest.mark.tlc
 
