@@ -29,6 +29,7 @@ from shmref.core.runconfig import limits
 from shmref.process import PROTOCOL_VERSION, older_version_note, segments
 from shmref.process.lines import Lines, env_number
 from shmref.process.messages import (
+    REPLY_RING_STATE,
     ProgramCrashed,
     ProgramFailure,
     ProtocolError,
@@ -37,6 +38,7 @@ from shmref.process.messages import (
     hello_problem,
     short,
 )
+from shmref.process.states import RingStates, state_problem
 from shmref.process.stderrtap import StderrTap
 
 __all__ = [
@@ -51,6 +53,7 @@ EXIT_CODES = {CRASH_EXIT: "CRASH", ERROR_EXIT: "ERROR", TIMEOUT_EXIT: "TIMEOUT"}
 TIMEOUT_ENV = "SHMREF_EXEC_TIMEOUT"  # seconds a request may take (default 60)
 HELLO_TIMEOUT_OPTION = "--hello-timeout"  # the oracle's option (docs/protocol.md, Limits)
 EOF_GRACE = 5.0  # seconds a program has to exit after its stdin closes
+REPLY_FIELDS = frozenset({"type", "in_reply_to", "result", "error"})
 
 
 def exit_code(failure: ProgramFailure) -> int:
@@ -103,7 +106,8 @@ class Program(Lines):
         self.lock = threading.RLock()
         self.pending = b""
         self.next_id = 0
-        self.generation = 0  # requests that may change state (ring_state caches by it)
+        self.generation = 0  # requests that may change state (ring states are cached by it)
+        self.states = RingStates()  # each ring's last known state (reply.ring_state)
         self.dead: str | None = None
         self.failure: ProgramFailure | None = None
         self.overflow = ""  # set when its stderr passed the limit
@@ -130,6 +134,7 @@ class Program(Lines):
             self.account()
         self.version: int = self.hello["protocol"]  # requests are sent as it specified them
         self.capabilities = frozenset(self.hello["capabilities"])
+        self.carries_state = REPLY_RING_STATE in self.capabilities
         self.roles = frozenset(self.hello["roles"])
         self.reader_lock = self.hello["reader_lock"]
         atexit.register(self.close)
@@ -194,12 +199,24 @@ class Program(Lines):
             self.in_flight += 1
             try:
                 self.send(message)
-                return self.converse(rid, op, callback)
+                result = self.converse(rid, op, callback, target)
+                self.states.made(op, arguments, result)
+                return result
             finally:
                 self.in_flight -= 1
                 self.account()
                 if not self.in_flight:
                     self.send_deferred()
+
+    def ring_state(self, ring: str) -> dict[str, Any]:
+        """The ring's state now: the one the last reply carried if nothing
+        was sent since (reply.ring_state), else asked (`ring_state`)."""
+        known = self.states.now(ring, self.generation)
+        if known is not None:
+            return known
+        state: dict[str, Any] = self.request("ring_state", ring)
+        self.states.keep(ring, self.generation, state)
+        return state
 
     def close_later(self, target: str) -> None:
         """`close` from a finalizer: sent now, or once the request in flight
@@ -220,8 +237,15 @@ class Program(Lines):
             except Exception:  # a finalizer's close: its error has no caller
                 pass
 
-    def converse(self, rid: int, op: str, callback: Callable[[dict[str, Any]], Any] | None) -> Any:
-        """The lines after request `rid`: callbacks answered, then its reply."""
+    def converse(
+        self,
+        rid: int,
+        op: str,
+        callback: Callable[[dict[str, Any]], Any] | None,
+        target: str | None = None,
+    ) -> Any:
+        """The lines after request `rid`: callbacks answered, then its reply
+        (the ring state it carries kept for the target's ring)."""
         waiting = f"the reply to request {rid} ({op})"
         while True:
             got = self.read_line(waiting)
@@ -233,18 +257,16 @@ class Program(Lines):
             if kind == "callback":
                 self.answer(rid, got, callback, waiting)
                 continue
-            if ("result" in got) == ("error" in got) or set(got) - {
-                "type",
-                "in_reply_to",
-                "result",
-                "error",
-            }:
+            if ("result" in got) == ("error" in got) or set(got) - self.reply_fields:
                 self.fail(
                     ProtocolError(
-                        f"{self.spec}: a reply needs exactly one of result or error: "
+                        f"{self.spec}: a reply needs exactly one of result or error"
+                        f"{' (and may carry ring_state)' if self.carries_state else ''}: "
                         f"{short(json.dumps(got))}"
                     )
                 )
+            if "ring_state" in got:
+                self.carried(got, target)
             if "error" in got:
                 error = got["error"]
                 if not (
@@ -261,6 +283,24 @@ class Program(Lines):
                     )
                 raise error_from(error)
             return got["result"]
+
+    @property
+    def reply_fields(self) -> frozenset[str]:
+        return REPLY_FIELDS | {"ring_state"} if self.carries_state else REPLY_FIELDS
+
+    def carried(self, reply: dict[str, Any], target: str | None) -> None:
+        """A reply's ring_state: checked, and kept as its target's ring's
+        state after the request (one the oracle cannot place is dropped)."""
+        problem = state_problem(reply["ring_state"])
+        if problem:
+            self.fail(
+                ProtocolError(
+                    f"{self.spec}: a reply's ring_state {problem}: {short(json.dumps(reply))}"
+                )
+            )
+        ring = self.states.ring_of(target)
+        if ring is not None:
+            self.states.keep(ring, self.generation, reply["ring_state"])
 
     def answer(
         self,

@@ -30,6 +30,14 @@ CAPABILITIES = (
     "ring.get_auth_secret",
     "storage.RECLAIM_EXTRA",
     "bench",  # the bench request: a put+get loop at the program's own pace (not the contract's)
+    "reply.ring_state",
+)
+# A capability of the protocol, not of the contract: each reply to a request on
+# a ring or a storage carries its ring's state (docs/protocol.md, Capabilities).
+REPLY_RING_STATE = "reply.ring_state"
+POSITIONS = tuple(
+    f"ring.{n}"
+    for n in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
 )
 
 
@@ -140,6 +148,9 @@ def hello_problem(hello: dict[str, Any]) -> str:
     if not isinstance(caps, list) or not set(caps) <= set(CAPABILITIES):
         unknown = sorted(set(caps) - set(CAPABILITIES)) if isinstance(caps, list) else caps
         return f"unknown capabilities {unknown}"
+    if REPLY_RING_STATE in caps and not set(POSITIONS) <= set(caps):
+        lacking = [c for c in POSITIONS if c not in caps]
+        return f"{REPLY_RING_STATE} needs the ring's positions ({', '.join(lacking)} missing)"
     if hello.get("reader_lock") not in ("oracle", "own"):
         return "reader_lock must be 'oracle' or 'own'"
     if not isinstance(hello.get("name"), str):

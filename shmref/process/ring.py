@@ -71,14 +71,9 @@ class ProxyRing:
 
     def _state(self) -> dict[str, int]:
         """ring_state, asked once until the next request that may change it
-        (the replay compares four positions after every step)."""
-        cached = getattr(self, "_cached", None)
-        if cached is not None and cached[0] == self._prog.generation:
-            known: dict[str, int] = cached[1]
-            return known
-        state: dict[str, int] = self._call("ring_state")
-        self._cached = (self._prog.generation, state)
-        return state
+        (the replay compares four positions after every step), or carried by
+        the last reply (reply.ring_state)."""
+        return self._prog.ring_state(self._id)
 
     def handle(self) -> tuple[int, str]:
         got = self._call("handle")

@@ -3,12 +3,16 @@ Python implementation of the contract (refimpl by default) served over
 stdin/stdout, so that `--impl "exec:python3 -m shmref.process.serve refimpl"`
 must get refimpl's own verdict on every property: the proxy adds nothing.
 
-    python3 -m shmref.process.serve [MODULE] [--only writer|reader]
+    python3 -m shmref.process.serve [MODULE] [--only writer|reader] [--plain]
 
 It stores the bytes it is sent (a serde that passes frames through) and
 returns the bytes after the read count. Readers run under the oracle's lock
 (reader_lock "oracle"): the storage is given a lock of its own that nobody
 else contends. `--only ROLE` announces one role (for mixed-run tests).
+Each reply to a request on a ring or a storage carries its ring's state
+(the capability reply.ring_state: the replays and state machines compare
+the ring's positions after every step, without asking); `--plain` leaves
+the protocol's capabilities out, as a program written before them.
 A module without `get_begin`, `get_copy` and `get_end` is served without
 them, and its split-read properties are `not run` (the oracle cannot cut a
 program's `get`); tests/programs/seed_store.py serves the seed with the
@@ -27,7 +31,8 @@ from typing import Any, TextIO
 
 from shmref.contract import OPTIONAL, has
 from shmref.process import PROTOCOL_VERSION
-from shmref.process.messages import CAPABILITIES, error_from
+from shmref.process.messages import CAPABILITIES, POSITIONS, REPLY_RING_STATE, error_from
+from shmref.process.states import RING_STATE_FIELDS
 
 
 class Unrepresentable:
@@ -93,6 +98,8 @@ def kind_of(exc: BaseException) -> str:
 
 
 class Server:
+    carry_state = True  # offer reply.ring_state (when the module has the ring's positions)
+
     def __init__(self, impl: Any, roles: list[str], out: TextIO, inp: TextIO) -> None:
         self.impl, self.roles, self.out, self.inp = impl, roles, out, inp
         self.objects: dict[str, Any] = {}
@@ -119,6 +126,9 @@ class Server:
         caps = [c for c in CAPABILITIES if c not in lacking]
         if not hasattr(self.impl.SingleWriterShmObjectStorage, "RECLAIM_EXTRA"):
             caps.remove("storage.RECLAIM_EXTRA")
+        if not self.carry_state or not set(POSITIONS) <= set(caps):
+            caps.remove(REPLY_RING_STATE)
+        self.carry_state = REPLY_RING_STATE in caps
         name = getattr(self.impl, "__name__", "?")
         self.send(
             {
@@ -136,6 +146,20 @@ class Server:
         name = f"{prefix}{self.counter}"
         self.objects[name] = obj
         return name
+
+    def ring_state_of(self, target: Any) -> dict[str, int] | None:
+        """The state of the ring of a request's target (a ring, or a storage's
+        ring) after the request; None for an object it does not know."""
+        obj = self.objects.get(target) if isinstance(target, str) else None
+        ring = obj if isinstance(target, str) and target[:1] == "r" else None
+        if ring is None and obj is not None and target[:1] == "s":
+            ring = getattr(obj, "ring_buffer", None)
+        if ring is None:
+            return None
+        state = {name: getattr(ring, name, None) for name in RING_STATE_FIELDS}
+        if not all(type(v) is int for v in state.values()):
+            return None
+        return {name: int(v) for name, v in state.items() if v is not None}
 
     def target(self, message: dict[str, Any]) -> Any:
         return self.objects[message["object"]]
@@ -178,6 +202,9 @@ class Server:
                     "in_reply_to": message["id"],
                     "error": {"kind": kind_of(exc), "message": str(exc)},
                 }
+            state = self.ring_state_of(message.get("object")) if self.carry_state else None
+            if state is not None:
+                reply["ring_state"] = state
             self.send(reply)
         for obj in reversed(list(self.objects.values())):  # EOF: close what is open
             if hasattr(obj, "close"):
@@ -298,14 +325,7 @@ class Server:
         if op == "free_buf":
             return list(obj.free_buf(lambda i, v: self.ask_is_free(obj, i, v), a["nbytes"]))
         if op == "ring_state":
-            names = (
-                "data_buffer_start",
-                "data_buffer_end",
-                "monotonic_id_start",
-                "monotonic_id_end",
-                "ID_MAX",
-            )
-            return {n: getattr(obj, n) for n in names}
+            return {n: getattr(obj, n) for n in RING_STATE_FIELDS}
         if op == "set_reclaim_extra":
             obj.RECLAIM_EXTRA = a["value"]
             return None
@@ -361,6 +381,9 @@ def _missing_optional(impl: Any) -> list[str]:
 
 def main(argv: list[str]) -> int:
     roles = ["writer", "reader"]
+    if "--plain" in argv:
+        argv = [a for a in argv if a != "--plain"]
+        Server.carry_state = False
     if "--only" in argv:
         at = argv.index("--only")
         roles = [argv[at + 1]]

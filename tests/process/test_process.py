@@ -61,6 +61,13 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+STATE = {
+    "data_buffer_start": 0,
+    "data_buffer_end": 48,
+    "monotonic_id_start": 0,
+    "monotonic_id_end": 1,
+    "ID_MAX": 5,
+}
 PUT: dict[str, Any] = {
     "type": "request",
     "id": 1,
@@ -110,10 +117,31 @@ PUT: dict[str, Any] = {
         {**PUT, "key": {"k": 1}},
         {**PUT, "key": [1, {"k": 1}]},
         {"type": "callback", "in_reply_to": 3, "op": "is_free", "monotonic_id": 1},
+        # a carried ring state with a field missing, or one too many
+        {"type": "reply", "in_reply_to": 1, "result": None, "ring_state": {"ID_MAX": 5}},
+        {"type": "reply", "in_reply_to": 1, "result": None, "ring_state": {**STATE, "lap": 1}},
+        {
+            "type": "hello",
+            "protocol": 2,
+            "name": "x",
+            "roles": ["writer"],
+            "capabilities": ["reply.ring_state"],  # without the ring's positions
+            "reader_lock": "oracle",
+        },
     ],
 )
 def test_the_schema_refuses_a_broken_message(message: dict[str, Any]) -> None:
     assert not validator().is_valid(message)
+
+
+def test_the_schema_takes_a_reply_that_carries_its_rings_state() -> None:
+    assert validator().is_valid(
+        {"type": "reply", "in_reply_to": 1, "result": 1, "ring_state": STATE}
+    )
+    error = {"kind": "ValueError", "message": "closed"}
+    assert validator().is_valid(
+        {"type": "reply", "in_reply_to": 1, "error": error, "ring_state": STATE}
+    )
 
 
 def test_the_schema_takes_the_arguments_json_cannot_carry() -> None:

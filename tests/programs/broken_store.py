@@ -9,6 +9,9 @@ shmref.process.serve) with one fault.
       wrong_id   answers its Nth request with another request's id
       schema     answers its Nth request with a reply that has no result
       abort      os.abort() on its Nth get
+      lying_state     offers reply.ring_state and carries a wrong one (data_buffer_end + 16)
+      bad_state       offers reply.ring_state and carries one with a field that is no integer
+      unoffered_state carries ring_state without offering reply.ring_state
 """
 
 from __future__ import annotations
@@ -27,7 +30,18 @@ class Broken(Server):
         super().__init__(refimpl, ["writer", "reader"], sys.stdout, sys.stdin)
         self.mode, self.nth, self.requests, self.gets = mode, nth, 0, 0
 
+    def ring_state_of(self, target: Any) -> dict[str, int] | None:
+        state = Server.ring_state_of(self, target)
+        if state is not None and self.mode == "lying_state":
+            state["data_buffer_end"] += 16  # one unit of the replay's ring
+        if state is not None and self.mode == "bad_state":
+            state["ID_MAX"] = str(state["ID_MAX"])  # type: ignore[assignment]
+        return state
+
     def send(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "hello" and self.mode == "unoffered_state":
+            caps = [c for c in message["capabilities"] if c != "reply.ring_state"]
+            message = {**message, "capabilities": caps}  # and carries it all the same
         if message.get("type") == "reply":
             self.requests += 1
             if self.requests == self.nth:

@@ -36,9 +36,11 @@ def morning_decode(value: Any) -> Any:
 
 
 class VersionOne(Server):
-    """The reference program's server, saying version 1 (or no version)."""
+    """The reference program's server, saying version 1 (or no version), and
+    offering none of the protocol's later capabilities (reply.ring_state)."""
 
     without_version = False
+    carry_state = False
 
     def send(self, message: dict[str, Any]) -> None:
         if message.get("type") == "hello":
