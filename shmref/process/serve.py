@@ -97,6 +97,9 @@ def kind_of(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+NOT_MINE = object()  # a group of ops that does not answer this one
+
+
 class Server:
     carry_state = True  # offer reply.ring_state (when the module has the ring's positions)
 
@@ -214,6 +217,18 @@ class Server:
                     pass
 
     def handle(self, op: str, raw: dict[str, Any], a: dict[str, Any]) -> Any:
+        """One request's result: a constructor's, a storage's, or any object's."""
+        if op in ("create_ring", "create", "attach"):
+            return self.construct(op, a)
+        obj = self.target(raw)
+        for group in (self.storage_op, self.object_op):
+            found = group(op, obj, a, raw)
+            if found is not NOT_MINE:
+                return found
+        raise ValueError(f"unknown op {op!r}")
+
+    def construct(self, op: str, a: dict[str, Any]) -> Any:
+        """create_ring, create, attach: a new object, kept under an id."""
         impl = self.impl
         if op == "create_ring":
             ring = impl.SingleWriterShmRingBuffer(
@@ -253,7 +268,10 @@ class Server:
                 "ring": self.keep("r", storage.ring_buffer),
                 "is_writer": bool(storage.is_writer),
             }
-        obj = self.target(raw)
+        return NOT_MINE
+
+    def storage_op(self, op: str, obj: Any, a: dict[str, Any], raw: dict[str, Any]) -> Any:
+        """A storage's puts, reads (whole or split) and lookups (NOT_MINE: another op)."""
         if op in ("put",):
             frames = Frames(
                 base64.b64decode(a["metadata"]), [base64.b64decode(d) for d in a["data"]]
@@ -292,6 +310,11 @@ class Server:
                 if op == "is_cached"
                 else list(obj.get_signature(a["key"]))
             )
+        return NOT_MINE
+
+    def object_op(self, op: str, obj: Any, a: dict[str, Any], raw: dict[str, Any]) -> Any:
+        """What any object answers: closing, its handle, the ring's own calls,
+        the knobs and the bench request (NOT_MINE: another op)."""
         if op == "close":
             self.close_reads(obj)
         if op in ("release_touches", "free_unused", "clear", "close"):
@@ -334,7 +357,7 @@ class Server:
             return None
         if op == "bench":  # docs/protocol.md, "The bench request"
             return self.bench(obj, raw)
-        raise ValueError(f"unknown op {op!r}")
+        return NOT_MINE
 
     def bench(self, writer: Any, raw: dict[str, Any]) -> dict[str, Any]:
         """The bench request: the loop on `writer`, with a reader of its own

@@ -46,13 +46,6 @@ MAX_TOP_LEVEL = 10
 # a function a screen long: from `def` to its last line, decorators not counted
 MAX_FUNCTION_LINES = 80
 WHEEL_TREES = ("refimpl", "shmref")  # the code the wheel ships
-# TEMPORARY, until issue 51's split of these three (other branches are changing them);
-# pyproject.toml's per-file-ignores exempt their modules from ruff's PLR0912/PLR0915
-LONG_FOR_NOW = frozenset(
-    {
-        "shmref.process.serve.Server.handle",
-    }
-)
 
 # Lowest first: a module may import its own layer and those listed before it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -431,14 +424,8 @@ def test_every_module_of_every_tree_is_within_its_bound() -> None:
 
 def test_no_function_of_the_wheel_is_over_80_lines() -> None:
     sources = {n: s for tree in WHEEL_TREES for n, s in package_sources(REPO / tree).items()}
-    found = long_functions(sources)
-    assert [f for f in found if f.split(":")[0] not in LONG_FOR_NOW] == [], (
+    assert long_functions(sources) == [], (
         f"split each by the steps it walks through (under {MAX_FUNCTION_LINES} lines)"
-    )
-    still_long = {f.split(":")[0] for f in found}
-    assert LONG_FOR_NOW <= still_long, (
-        f"split, or gone: {sorted(LONG_FOR_NOW - still_long)}; take it out of LONG_FOR_NOW "
-        "here and its module out of pyproject.toml's per-file-ignores"
     )
 
 
