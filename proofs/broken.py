@@ -1,7 +1,7 @@
 """Deliberately broken allocator arithmetic that CrossHair must refute.
 
 Each `place_*` function is `refimpl.allocator.place` with one off-by-one and
-the very same contract (`tests/proofs/test_proofs.py` checks that the contract lines
+the very same contract (`tests/refimpl/test_proofs.py` checks that the contract lines
 are identical); `python -m proofs --broken` and the tests expect CrossHair to
 find a counterexample for each, showing that the contracts have teeth.
 `allocate_any_overcommit` puts an off-by-one `place` (without a contract of

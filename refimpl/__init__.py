@@ -6,11 +6,10 @@ exact (refimpl.validate) and it handles a killed reader or writer and a full
 /dev/shm (refimpl.readerlock, refimpl.segment).
 """
 
-from refimpl.handle import ShmObjectStorageHandle
 from refimpl.readerlock import ReaderLockTimeout
 from refimpl.ring import SingleWriterShmRingBuffer
 from refimpl.serde import MsgpackOnlySerde, MsgpackSerde, ObjectSerde
-from refimpl.storage import SingleWriterShmObjectStorage
+from refimpl.storage import ShmObjectStorageHandle, SingleWriterShmObjectStorage
 
 __all__ = [
     "MsgpackOnlySerde",

@@ -261,10 +261,11 @@ def test_its_bench_request_is_checked_by_refimpls_readers(program: Path, tmp_pat
     larger than a page, and two requests on one storage (cleared between)."""
     import jsonschema
 
-    from shmref.oracle.shmclean import orphans, shm_names
+    from shmref.oracle.shmclean import orphans
     from shmref.process import SCHEMA_PATH
     from shmref.process.benchcheck import CAPABILITY, Bench, Checkers
     from shmref.process.channel import Program
+    from shmref.process.segments import names as shm_names
 
     before = shm_names()
     log = tmp_path / "protocol.jsonl"

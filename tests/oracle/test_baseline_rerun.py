@@ -31,7 +31,8 @@ DOUBLE = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from shmref.oracle.report import Report
-    from shmref.oracle.verdict import Check, PROTOCOL, SEED
+    from shmref.core.levels import PROTOCOL, SEED
+    from shmref.oracle.verdict import Check
 
     argv = sys.argv[1:]
     out = Path(argv[argv.index("--out") + 1])

@@ -309,7 +309,7 @@ def test_without_the_seed_file_what_needs_it_is_not_run(tmp_path):
 
 def test_the_documented_statuses_are_the_reports():
     """docs/conformance.md's status table lists exactly the statuses a report uses."""
-    from shmref.oracle import verdict
+    from shmref.core import levels as verdict
 
     text = (REPO / "docs" / "conformance.md").read_text()
     table = text.split("<!-- statuses:", 1)[1].split("<!-- end of statuses -->", 1)[0]
