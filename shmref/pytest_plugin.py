@@ -41,8 +41,11 @@ IMPL_ENV = "SHMREF_IMPL"
 TEST_TIMEOUT = 600.0
 # examples each failing test may try while shrinking (shmref.session.shrinkbudget:
 # a count, so a counterexample is the same on every machine; a state machine's
-# example costs about a tenth of a second, so a failing test shrinks for seconds)
-SHRINK_BUDGET = 100
+# example costs about a tenth of a second, so a failing test shrinks for about
+# two seconds). NB: 100 here flipped the seed's test_store_machine_from_tlc_traces[fixed]
+# to pass (issue 49's report: that verdict depends on the memory layout, not on this
+# number, which no test reads when the oracle passes its own).
+SHRINK_BUDGET = 20
 PROFILE_ENV = "SHMREF_PROFILE"
 
 
