@@ -114,6 +114,11 @@ def created_by(pid: int, candidates: Iterable[str]) -> list[str]:
     if rest:  # held by no one, or by another process (made meanwhile)
         others = (p for p in os.listdir("/proc") if p.isdigit() and p not in ours)
         rest -= held_among(rest, others)
+        # a lock this process made meanwhile (a multiprocessing lock, made by
+        # another thread or an import) is its own: the proxy maps a program's
+        # segments, never a program's semaphores
+        locks = {f for f in rest if inodes[f].startswith("sem.")}
+        rest -= held_among(locks, [str(os.getpid())])
     return sorted(inodes[inode] for inode in held_by_us | rest)
 
 

@@ -435,3 +435,30 @@ def test_an_entry_another_process_makes_during_a_request_is_not_the_programs() -
         program.kill()
         foreign.wait()
         program.wait()
+
+
+def test_a_lock_this_process_makes_during_a_request_is_not_the_programs() -> None:
+    """A multiprocessing lock the oracle's own process makes while a program's
+    request is in flight is not the program's (the program's `own` entries are
+    unlinked when it stops: a lock of the test session's, taken for the
+    program's, would vanish under the session's later reader processes)."""
+    import multiprocessing
+    import subprocess as sp
+
+    from shmref.process import segments
+
+    program = sp.Popen(["sleep", "30"])
+    try:
+        lock = multiprocessing.get_context("spawn").Lock()
+        name = "sem." + str(lock._semlock.name).lstrip("/")  # type: ignore[attr-defined]
+        assert segments.created_by(program.pid, [name]) == []
+        # the broken input: an entry nobody holds is still the program's
+        left = f"shmref_test_unheld_{os.getpid()}"
+        Path("/dev/shm", left).write_bytes(b"\0")
+        try:
+            assert segments.created_by(program.pid, [left]) == [left]
+        finally:
+            Path("/dev/shm", left).unlink()
+    finally:
+        program.kill()
+        program.wait()
