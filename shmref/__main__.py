@@ -61,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_oracle_extra()  # every command needs it: one line, exit 2, when it is missing
     module, _job = COMMANDS[args[0]]
     run = importlib.import_module(module).main
+    if argv is None and args[0] == "conformance":  # the process's own command (privateshm)
+        return int(run(args[1:], own_process=True))
     code: int = run(args[1:])
     return code
 

@@ -11,4 +11,4 @@ if __name__ == "__main__":
     require_oracle_extra()  # one line, exit 2, when shmref[oracle] is missing
     from shmref.oracle.cli import main
 
-    raise SystemExit(main())
+    raise SystemExit(main(own_process=True))

@@ -297,12 +297,18 @@ def add_limit_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
     """`python -m shmref.conformance`: the exit status is 0 when the gated levels pass,
-    1 when not, 2 on bad input, 130 when interrupted."""
+    1 when not, 2 on bad input, 130 when interrupted.
+
+    `own_process`: this call is the process's command, which may move the
+    process onto a /dev/shm of its own (--shm). A call from inside a process
+    (a test, a user's script) leaves that process where it is: moving it
+    would hide from its children the locks and segments it already made."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    privateshm.enter(args.shm)  # before any thread or child: all of them inherit it
+    if own_process:  # before any thread or child: all of them inherit it
+        privateshm.enter(args.shm)
     config = limits.run_config(args)
     if (code := gating.compared(args)) is not None:
         return code

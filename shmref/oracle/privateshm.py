@@ -73,8 +73,11 @@ def enter(wanted: str = PRIVATE) -> Segments:
 
 
 def current() -> Segments:
-    """What this process runs on: what `enter` decided, else the shared one."""
-    return _entered or Segments(SHARED, "the machine's /dev/shm (no private one was asked for)")
+    """What this process runs on: what `enter` decided, else its caller's
+    (an in-process run, shmref.oracle.cli.main, never moves its process)."""
+    return _entered or Segments(
+        SHARED, "the calling process's /dev/shm (a run inside another process keeps it)"
+    )
 
 
 def _private_shm() -> str | None:

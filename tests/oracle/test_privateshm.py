@@ -60,3 +60,40 @@ def test_no_namespace_is_the_shared_shm_with_the_reason(monkeypatch: pytest.Monk
     assert "(no mount namespace: EPERM)" in segments.detail
     assert "may be swept and reported by this one" in segments.detail
     assert privateshm.enter() is segments  # decided once per process
+
+
+CALLER = """
+import multiprocessing as mp, sys
+from shmref.oracle import cli, privateshm
+lock = mp.get_context("spawn").Lock()  # made before the run, as a test session's is
+code = cli.main(["--impl", "no_such_store_module"], **eval(sys.argv[1]))
+child = mp.get_context("spawn").Process(target=bool, args=(lock,))  # rebuilds the lock
+child.start()
+child.join()
+print(code, privateshm.current().way, child.exitcode)
+"""
+
+
+def run_inside_a_process(**how: bool) -> tuple[int, str, int]:
+    done = subprocess.run(
+        [sys.executable, "-c", CALLER, repr(how)], capture_output=True, text=True, cwd=REPO
+    )
+    code, way, child = done.stdout.split()
+    return int(code), way, int(child)
+
+
+def test_a_run_inside_a_process_leaves_it_on_its_shm() -> None:
+    """An in-process `main` (a test's, a script's) keeps its caller's
+    /dev/shm: a lock the caller made before still reaches its children."""
+    code, way, child = run_inside_a_process()
+    assert (code, way, child) == (2, privateshm.SHARED, 0)
+
+
+def test_moving_a_process_that_made_a_lock_hides_it_from_its_children() -> None:
+    """The broken input: the command's move, done inside a process that
+    already made a lock, leaves that lock out of its children's /dev/shm
+    (the reader tests' spawn failed so when a test called `main`)."""
+    code, way, child = run_inside_a_process(own_process=True)
+    if way != privateshm.PRIVATE:
+        pytest.skip("this machine allows no mount namespace")
+    assert code == 2 and child != 0
