@@ -7,34 +7,19 @@ the name, on a copy of a module with one docstring taken out."""
 from __future__ import annotations
 
 import ast
-import os
-import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.tools.makelint import lint_command
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = "D100,D101,D102,D103,D104,D106"  # missing docstrings; D105, D107: see the Makefile
 
 
 def docstring_check() -> list[str]:
-    """`make lint`'s docstring command as make expands it (`-n`: nothing runs)."""
-    assert shutil.which("make"), "make is needed to read the lint target"
-    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # under `make test`: not the outer make's flags
-    done = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-o", "setup", "lint", f"PYTHON={sys.executable}"],
-        cwd=REPO,
-        env={k: v for k, v in os.environ.items() if k not in outer},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = [shlex.split(line) for line in done.stdout.splitlines() if "--select=D1" in line]
-    assert len(found) == 1, f"make lint should run one docstring check:\n{done.stdout}"
-    return found[0]
+    return lint_command("--select=D1", "docstring check")
 
 
 def options_and_paths(command: list[str]) -> tuple[list[str], list[str]]:

@@ -7,9 +7,6 @@ function, 80 lines, is tests/tools/test_architecture.py's."""
 from __future__ import annotations
 
 import ast
-import os
-import shlex
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -18,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.tools.makelint import lint_command
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOWLIST = "vulture_allowlist.py"
@@ -94,20 +93,7 @@ def test_no_module_of_the_wheel_is_let_off_the_size_rules() -> None:
 
 
 def dead_code_check() -> list[str]:
-    """`make lint`'s vulture command as make expands it (`-n`: nothing runs)."""
-    assert shutil.which("make"), "make is needed to read the lint target"
-    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # under `make test`: not the outer make's flags
-    done = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-o", "setup", "lint", f"PYTHON={sys.executable}"],
-        cwd=REPO,
-        env={k: v for k, v in os.environ.items() if k not in outer},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = [shlex.split(line) for line in done.stdout.splitlines() if "-m vulture" in line]
-    assert len(found) == 1, f"make lint should run one dead-code check:\n{done.stdout}"
-    return found[0]
+    return lint_command("-m vulture", "dead-code check")
 
 
 def options_and_paths(command: list[str]) -> tuple[list[str], list[str]]:
