@@ -2,10 +2,10 @@
 (***************************************************************************)
 (* Trace validation (implementation -> spec), as CCF and etcd-raft do it.  *)
 (*                                                                         *)
-(* TraceLog(j), j \in 1..TraceLen (log[j] below), are the records that    *)
-(* shmref.traces.recorder wrote while an implementation ran: each names a spec   *)
-(* action (DESIGN.md), carries its arguments in units and the outcome the  *)
-(* implementation showed, e.g.                                             *)
+(* TraceLog(j), j \in 1..TraceLen (log[j] below), are the records that     *)
+(* shmref.traces.recording wrote while an implementation ran: each names a *)
+(* spec action (DESIGN.md), carries its arguments in units and the outcome *)
+(* the implementation showed, e.g.                                         *)
 (*   [name |-> "put", key |-> "a", size |-> 2, outcome |-> "ok",           *)
 (*    handle |-> <<"a", 0, 0>>]                                            *)
 (*   [name |-> "get_end", reader |-> 0, handle |-> <<"a", 0, 0>>,          *)
@@ -75,9 +75,9 @@ Matches(e) ==
        THEN "value" \in DOMAIN last_action' /\ ValueMatches(e.value, last_action'.value)
        ELSE TRUE
 
-\* e[f] = v, or e has no field f.  A diagnosis probe (shmref.traces.recorder)
-\* gives only a call's name and arguments, to ask which results the spec
-\* allows; recorded entries always carry their results.
+\* e[f] = v, or e has no field f.  A diagnosis probe
+\* (shmref.traces.tracecheck) gives only a call's name and arguments, to ask
+\* which results the spec allows; recorded entries always carry their results.
 Has(e, f, v) == IF f \in DOMAIN e THEN e[f] = v ELSE TRUE
 HasNot(e, f, v) == IF f \in DOMAIN e THEN e[f] # v ELSE TRUE
 

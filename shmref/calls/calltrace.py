@@ -8,8 +8,21 @@ changes no argument, result or exception and keeps only text, so a verdict
 is the same with or without it. Not recorded: the store's calls to itself,
 shmref's own checkers (machines, replays, hazards draw their own), and
 Hypothesis's search (only its final run; the search is only streamed, for
-a crash: shmref.calls.callstream). `save_failure` turns a failing test's
+a crash: shmref.calls.drawing). `save_failure` turns a failing test's
 calls into a trace (source `calls`, or `hypothesis`) unless it left its own.
+
+For tests outside the suite (FINDINGS' regression tests), this module is
+also a pytest plugin: `pytest -p shmref.calls.calltrace --shmref-run FILE`
+with a run configuration (shmref.core.runconfig) that has a `trace_dir`
+instruments every store module a fixture returns and leaves each failing
+test's calls as a trace; with `trace_passed`, a passing test's too (a
+finding's demonstration passes on the seed: its calls are the picture).
+
+One idea, catching the test's own calls as they are made: which calls are
+the test's, the wrappers, the lanes and rings of the objects, the steps
+kept, and the hooks that run all of it for a test. What a step shows (its
+text, its ring, its line in the crash stream) is shmref.calls.drawing's,
+which needs no wrapper.
 """
 
 from __future__ import annotations
@@ -21,15 +34,16 @@ import sys
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shmref.calls.callring import RingView, attributes_of, follow, positions
-from shmref.calls.callstream import Stream, streamed_to
-from shmref.calls.calltext import bind, first_line, short, shown_args
+import pytest
+
+from shmref.calls import drawing
+from shmref.core.runconfig import current_run
 from shmref.render import sink
 from shmref.render.traceformat import Step, Trace
 
@@ -48,7 +62,7 @@ class Seen:
     """An object of the implementation the test called: its lane and its ring."""
 
     lane: str
-    ring: RingView | None = None
+    ring: drawing.RingView | None = None
 
 
 class Recorder:
@@ -57,7 +71,7 @@ class Recorder:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.local = threading.local()
-        self.stream = Stream()  # for the oracle, should the process die in a call
+        self.stream = drawing.Stream()  # for the oracle, should the process die in a call
         self.case = ""
         self.reset()
 
@@ -73,7 +87,7 @@ class Recorder:
             self.calls = 0
             self.objects: dict[int, tuple[Any, Seen]] = {}  # id -> (weak ref or None, seen)
             self.readers = 0
-            self.last_ring: RingView | None = None
+            self.last_ring: drawing.RingView | None = None
             self.hypothesis = False
             self.context: int | None = None
             self.example: int | None = None
@@ -93,7 +107,7 @@ class Recorder:
         except Exception:  # no Hypothesis test is running
             return "full"
         if not context.is_final:
-            if not streamed_to():
+            if not drawing.streamed_to():
                 return ""
             if self.example != id(context):  # a new example: the stream starts again
                 with self.lock:
@@ -120,7 +134,7 @@ class Recorder:
             return None
         return seen
 
-    def meet(self, obj: Any, reader: bool, ring: RingView | None, lane: str = "") -> Seen:
+    def meet(self, obj: Any, reader: bool, ring: drawing.RingView | None, lane: str = "") -> Seen:
         """Know `obj` from now on: a reader gets the next lane r1, r2, ..., else the writer's."""
         seen = self.seen(obj)
         if seen is not None:
@@ -136,13 +150,13 @@ class Recorder:
         self.objects[id(obj)] = (ref, seen)
         return seen
 
-    def ring_of(self, obj: Any, bound: dict[str, Any], reader: bool) -> RingView | None:
+    def ring_of(self, obj: Any, bound: dict[str, Any], reader: bool) -> drawing.RingView | None:
         """A new object's ring: a writer ring's own (its size), a storage's
         (the ring it was given), else (a reader's) the last one the test made."""
-        size = bound.get("data_buffer_size", attributes_of(obj).get("data_buffer_size"))
+        size = bound.get("data_buffer_size", drawing.attributes_of(obj).get("data_buffer_size"))
         ring = type(obj).__name__ == CLASSES[0]
         if ring and not reader and isinstance(size, int) and size > 0:
-            view = RingView(size)
+            view = drawing.RingView(size)
             try:
                 view.source = weakref.ref(obj)
             except TypeError:  # no weak references: its positions are not shown
@@ -166,7 +180,7 @@ class Recorder:
                 own = caller == getattr(fn, "__module__", None)  # the store calls itself
                 if not own and not _drawn_elsewhere(caller):
                     record = self.recording()
-            bound = bind(fn, args, kw) if record else {}
+            bound = drawing.bind(fn, args, kw) if record else {}
         except Exception:  # never in the way of the call
             record = ""
         if record == "light":
@@ -179,7 +193,7 @@ class Recorder:
         try:
             result = fn(*args, **kw)
         except BaseException as exc:
-            self.add(name, target, bound, exc.__class__.__name__, first_line(exc), None)
+            self.add(name, target, bound, exc.__class__.__name__, drawing.first_line(exc), None)
             raise
         finally:
             self.local.depth = 0
@@ -188,13 +202,13 @@ class Recorder:
 
     def begin(self, name: str, target: Any, bound: dict[str, Any], done: str = "") -> None:
         """The call about to be made, for the stream (before it can crash)."""
-        if not streamed_to() or self.broken:
+        if not drawing.streamed_to() or self.broken:
             return
         try:
             known = self.seen(target) if target is not None else None
             actor = known.lane if known is not None else "writer"
             action = type(target).__name__ if name == "__init__" else name
-            self.stream.call(action, actor, shown_args(bound), done)
+            self.stream.call(action, actor, drawing.shown_args(bound), done)
         except Exception:  # pragma: no cover - never in the way of the call
             pass
 
@@ -234,7 +248,7 @@ class Recorder:
         """Remember one call; a picture is never worth changing a call, so a
         problem here only stops the record of this test."""
         try:
-            shown = text or ("" if result is None else short(result))
+            shown = text or ("" if result is None else drawing.short(result))
             self._add(name, target, bound, outcome, shown, result)
         except Exception as exc:  # pragma: no cover - a bug of ours, said in the picture
             self.broken = f"the calls were not recorded after call {self.calls}: {exc!r}"
@@ -253,22 +267,22 @@ class Recorder:
                 self.last_ring = seen.ring
             ring = seen.ring or self.last_ring
             if ring is not None and outcome == "ok":
-                follow(ring, name, bound, result, seen.lane)
+                drawing.follow(ring, name, bound, result, seen.lane)
             if ring is not None and seen.lane == "writer":
-                ring.positions = positions(ring) or ring.positions
+                ring.positions = drawing.positions(ring) or ring.positions
             where = ring.positions if ring is not None else None
             self.calls += 1
             step = Step(
                 self.calls,
                 seen.lane,
                 name,
-                shown_args(bound),
+                drawing.shown_args(bound),
                 outcome,
                 text,
                 ring=ring.tracker.ring(where) if ring is not None else None,
             )
             (self.head if len(self.head) < KEPT_HEAD else self.tail).append(step)
-            if streamed_to():
+            if drawing.streamed_to():
                 self.stream.step(step, self.constants())
 
     def identify(
@@ -288,7 +302,7 @@ class Recorder:
         if name == "create_from_handle":
             return self.meet(result, True, self.last_ring) if outcome == "ok" else Seen("r?")
         return self.seen(target) or self.meet(
-            target, attributes_of(target).get("is_writer") is False, self.last_ring
+            target, drawing.attributes_of(target).get("is_writer") is False, self.last_ring
         )
 
     def constants(self) -> dict[str, int]:
@@ -399,3 +413,45 @@ def save_failure(case: str, failure: str) -> None:
     trace = RECORDER.trace(case, failure)
     if trace is not None:
         sink.save(trace, case)
+
+
+# -- the pytest plugin, for any test ------------------------------------------------------
+
+
+def passed_kept() -> bool:
+    """The run keeps a passing test's calls too (`trace_passed`)."""
+    run = current_run()
+    return run is not None and run.trace_passed
+
+
+def case_name(item: pytest.Item) -> str:
+    """A test as reports name it: `test_x.py::test_y[p]`."""
+    return sink.case_of(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup() -> Generator[None, Any, Any]:
+    """Instrument a store module a fixture returns (when a report asks for traces).
+    (pluggy passes a hook only the arguments it names: this one needs none.)"""
+    value = yield
+    if isinstance(value, ModuleType) and all(hasattr(value, c) for c in CLASSES):
+        instrument(value)
+    return value
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test starts its own record of calls."""
+    RECORDER.reset(case_name(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Save a failed test's calls as its trace (a passed one's too if the run asks)."""
+    report = yield
+    if report.when == "call" and report.failed and call.excinfo is not None:
+        save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])
+    elif report.when == "call" and report.passed and passed_kept():
+        save_failure(case_name(item), "")
+    return report

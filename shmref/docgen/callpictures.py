@@ -3,7 +3,7 @@ test's calls: docs/pictures/finding-ID.json (the trace format, committed)
 and finding-ID.svg, shown under the finding in FINDINGS.md.
 
 `make findings` runs the findings' first seed tests once, in one pytest
-under shmref.calls.callplugin (the seed's classes instrumented, a passing
+under shmref.calls.calltrace (the seed's classes instrumented, a passing
 test's calls kept), when the seed is at hand; else the committed JSON stays.
 Segment names, signatures and object addresses are made neutral, so the
 same code records the same file. A test that makes no call on the store in
@@ -84,7 +84,7 @@ def record(pictures: list[CallPicture], repo: Path) -> dict[str, Trace]:
         nodes = sorted({p.test for p in pictures})
         subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
-            + ["-p", "shmref.calls.callplugin", "--shmref-run", str(run), *nodes],
+            + ["-p", "shmref.calls.calltrace", "--shmref-run", str(run), *nodes],
             cwd=repo,
             capture_output=True,
             text=True,

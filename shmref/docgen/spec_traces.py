@@ -37,11 +37,10 @@ from shmref.core.paths import SPEC_DIR, checkout
 from shmref.docgen.pictures import PICTURES
 from shmref.oracle.hazards import HAZARDS
 from shmref.tlc.manifest import model_files
-from shmref.traces.explain import call_of
 from shmref.traces.recording import Recording
 from shmref.traces.replay import describe, read_constants
 from shmref.traces.shipped import MANIFEST_NAME, TRACES_DIR, model_digest
-from shmref.traces.tlamodule import run_log
+from shmref.traces.tracecheck import call_of, run_log
 
 SIMULATED = 5  # counterexamples from -simulate per model, besides the BFS one
 SIM_DEPTH = 30

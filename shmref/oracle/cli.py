@@ -224,7 +224,7 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
         "--validate-trace",
         type=Path,
         metavar="FILE",
-        help="check a recording (JSON, shmref.traces.recorder) with TLC",
+        help="check a recording (JSON, shmref.traces.recording) with TLC",
     )
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shmref.calls.callstream import calls_file, crash_trace
+from shmref.calls.drawing import calls_file, crash_trace
 from shmref.core.levels import CRASH, TIMEOUT
 from shmref.core.runconfig import RunConfig
 from shmref.oracle.descendants import become_subreaper, child_env, end_adopted, end_tree
@@ -252,7 +252,7 @@ def process_incident(code: int, node: str | None, tail: str) -> Incident:
 
 def draw_the_calls_before(incident: Incident, child: Child) -> None:
     """The calls of the test a child died (or was killed) in, drawn up to
-    the call it never returned from (shmref.calls.callstream)."""
+    the call it never returned from (shmref.calls.drawing)."""
     folder = child.events_path.parent.parent / FOLDER  # DIR/workers/N.jsonl -> DIR/timelines
     if incident.node is None or (folder / file_name(incident.node)).exists():
         return

@@ -64,7 +64,7 @@ from shmref.oracle.verdict import Check
 from shmref.process import channel
 from shmref.process.messages import ProgramFailure
 from shmref.session import given, shrinkbudget
-from shmref.traces.recorder import record
+from shmref.traces.recording import record
 
 
 class Events:

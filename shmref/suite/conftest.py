@@ -15,7 +15,6 @@ import pytest
 
 from shmref import pytest_plugin
 from shmref.calls import calltrace
-from shmref.calls.callplugin import case_name
 from shmref.contract import MissingCapability
 from shmref.core.levels import LEVEL_MARKERS
 from shmref.core.paths import SUITE_DIR
@@ -67,7 +66,7 @@ def pytest_runtest_makereport(
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, str(call.excinfo.value))
     elif report.when == "call" and report.failed and call.excinfo is not None:
-        calltrace.save_failure(case_name(item), call.excinfo.exconly().splitlines()[0])
+        calltrace.save_failure(calltrace.case_name(item), call.excinfo.exconly().splitlines()[0])
     return report
 
 
@@ -75,7 +74,7 @@ def pytest_runtest_makereport(
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """No test of the suite runs TLC: the traces it replays ship in the
     package (shmref.traces.shipped), so it needs no Java."""
-    calltrace.RECORDER.reset(case_name(item))
+    calltrace.RECORDER.reset(calltrace.case_name(item))
 
 
 @pytest.fixture
@@ -101,7 +100,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.parent != SUITE_DIR:
             continue
-        group = group_of(case_name(item), TEST_GROUPS)
+        group = group_of(calltrace.case_name(item), TEST_GROUPS)
         if group is not None:
             item.add_marker(LEVEL_MARKERS[group.level])
 

@@ -20,9 +20,8 @@ if (_missing := _missing_extra()) is not None:  # the toolkit is shmref[oracle]'
 from shmref.core.paths import SPEC_DIR as _SPEC_DIR
 from shmref.testing.from_trace import TraceSeededMachine
 from shmref.testing.machine import StoreMachine, machine_for
-from shmref.traces.recorder import Recorder, random_workload
-from shmref.traces.recorder import record as _record_workload
-from shmref.traces.recording import Recording
+from shmref.traces.recording import Recorder, Recording, random_workload
+from shmref.traces.recording import record as _record_workload
 from shmref.traces.replay import Replayer as _Replayer
 from shmref.traces.replay import ReplayReport
 from shmref.traces.tracecheck import Validation

@@ -42,7 +42,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from shmref.calls.drawn import Drawn
+from shmref.calls.drawing import Drawn
 from shmref.core import vocabulary
 from shmref.store.driver import Driver, Outcome
 from shmref.store.model import (

@@ -201,7 +201,7 @@ def recording_to_itf(
     constants: Mapping[str, int],
     log: Sequence[Mapping[str, Any]],
     observed: Sequence[Mapping[str, Any]] | None = None,
-    source: str = "shmref.traces.recorder",
+    source: str = "shmref.traces.recording",
 ) -> dict[str, Any]:
     """A recording (the constants and one `last_action` per call) as ITF:
     state 0 is `init`, state i is the i-th call; `observed` (optional, one

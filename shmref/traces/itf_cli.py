@@ -26,8 +26,7 @@ from shmref.traces import itf
 from shmref.traces.itf_schema import ItfError
 from shmref.traces.recording import Recording
 from shmref.traces.replay import Replayer, read_constants
-from shmref.traces.tlamodule import tla_value
-from shmref.traces.tracecheck import validate_either, validate_recording
+from shmref.traces.tracecheck import tla_value, validate_either, validate_recording
 
 
 def export_model(

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import pytest
 
-from shmref.calls import callring, callstream, calltrace
+from shmref.calls import calltrace, drawing
 from shmref.core.runconfig import RunConfig, current_run, enter_run, running
 from shmref.render import sink, svg
 
@@ -160,7 +160,7 @@ def test_a_long_test_keeps_its_start_and_its_end(store: ModuleType) -> None:
     kept = calltrace.KEPT_HEAD + calltrace.KEPT_TAIL
     assert len(trace.steps) == kept and trace.omitted == 200 - kept
     assert [s.index for s in trace.steps[:2]] == [1, 2] and trace.steps[-1].index == 200
-    assert trace.constants["N"] <= callring.MAX_CELLS  # 1 MiB drawn in cells of 32 KiB
+    assert trace.constants["N"] <= drawing.MAX_CELLS  # 1 MiB drawn in cells of 32 KiB
     drawn = svg.render(trace)
     assert f"{200 - kept} steps left out" in drawn and 'data-steps="200"' in drawn
 
@@ -261,7 +261,7 @@ def test_a_call_that_never_returned_is_drawn_as_the_crash(tmp_path: Path) -> Non
     ]
     text = "\n".join(json.dumps(line) for line in lines) + '\n{"call": "cut sho'
     calls.write_text(text, encoding="utf-8")
-    trace = callstream.crash_trace(calls, "test_x.py::test_y", "CRASH", "killed by SIGSEGV\nmore")
+    trace = drawing.crash_trace(calls, "test_x.py::test_y", "CRASH", "killed by SIGSEGV\nmore")
     assert trace is not None and trace.constants == {"N": 8}
     assert [(s.actor, s.action, s.outcome) for s in trace.steps] == [
         ("writer", "put", "ok"),
@@ -270,8 +270,8 @@ def test_a_call_that_never_returned_is_drawn_as_the_crash(tmp_path: Path) -> Non
     last = trace.steps[-1]
     assert last.diverged and last.result == "never returned"
     assert last.note == "CRASH in this call: killed by SIGSEGV" and last.ring == trace.steps[0].ring
-    assert callstream.crash_trace(calls, "test_x.py::test_unknown", "CRASH", "") is None
-    assert callstream.crash_trace(tmp_path / "missing", "test_x.py::test_y", "CRASH", "") is None
+    assert drawing.crash_trace(calls, "test_x.py::test_unknown", "CRASH", "") is None
+    assert drawing.crash_trace(tmp_path / "missing", "test_x.py::test_y", "CRASH", "") is None
 
 
 def test_hypothesis_search_streams_its_current_example_only(
@@ -300,7 +300,7 @@ def test_hypothesis_search_streams_its_current_example_only(
 
     search()
     assert calltrace.RECORDER.trace("test_x.py::test_search", "") is None  # nothing recorded
-    trace = callstream.crash_trace(calls, "test_x.py::test_search", "TIMEOUT", "hung")
+    trace = drawing.crash_trace(calls, "test_x.py::test_search", "TIMEOUT", "hung")
     assert trace is not None
     assert [(s.action, s.args, s.outcome) for s in trace.steps] == [
         ("SingleWriterShmRingBuffer", {"data_buffer_size": "64", "create": "True"}, "ok"),

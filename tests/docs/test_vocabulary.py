@@ -21,7 +21,7 @@ from shmref.docgen import vocabulary_doc
 from shmref.seed.impl import load_impl
 from shmref.store.driver import Driver
 from shmref.traces import itf_schema
-from shmref.traces.recorder import Recorder
+from shmref.traces.recording import Recorder
 from shmref.traces.replay import step_call
 
 REPO = Path(__file__).resolve().parents[2]

@@ -185,8 +185,7 @@ def test_the_pickle_stores_full_recording_goes_on_past_its_unpickling_error(stor
     run is recorded to its end and trace validation judges it (FAIL, as the
     seed: tests/traces/test_trace_validation.py judges such an outcome), where the
     recording used to stop and the property was ERROR."""
-    from shmref.traces.recorder import record
-    from shmref.traces.recording import Recording
+    from shmref.traces.recording import Recording, record
 
     recording = record(stores["seed_pickle_serde"], 300, 1)
     # its serde's own exception at the copy is named "torn" (shmref.store.splitread sees where

@@ -82,9 +82,7 @@ ENTRY_MODULES = {"shmref.conformance": "shmref.oracle.cli"}
 TOP_LEVEL = frozenset({"__init__", "__main__", "conformance", "contract", "pytest_plugin"})
 
 # what serves the report's pictures, kept out of the implementers' toolkit (shmref.testing)
-CALL_RECORDING = frozenset(
-    {"calltrace", "callstream", "callring", "calltext", "callplugin", "drawn"}
-)
+CALL_RECORDING = frozenset({"calltrace", "drawing"})
 # The oracle runs the suite by path and stores behind the protocol in their own
 # processes: these may not import it back (a loop the layers alone do not show, since
 # the suite sits in the top layer beside the commands).

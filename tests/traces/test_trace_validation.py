@@ -19,8 +19,7 @@ import refimpl
 from shmref.seed.mutants import MUTATIONS, build_mutant
 from shmref.store.driver import Driver
 from shmref.traces import itf, itf_cli
-from shmref.traces.recorder import Recorder, random_workload
-from shmref.traces.recording import Recording
+from shmref.traces.recording import Recorder, Recording, random_workload
 from shmref.traces.tracecheck import validate_either, validate_recording
 
 pytestmark = pytest.mark.tlc
@@ -231,7 +230,7 @@ def test_an_exception_of_no_contract_type_is_the_steps_outcome_and_a_fail(
     failure), the file loads, and trace validation is FAIL at that step,
     saying so, not ERROR."""
     from shmref.oracle.validation import validation_check
-    from shmref.traces.recorder import record as oracle_record
+    from shmref.traces.recording import record as oracle_record
 
     if not is_refimpl:
         pytest.skip("a fault injected into refimpl")
