@@ -4,6 +4,8 @@
 // standard library only: one JSON message a line on stdin/stdout, logs on stderr.
 // It plays the seed's writer and reader (ring.js, storage.js) and answers each
 // request with exactly one reply; the ring's free_buf asks the oracle is_free.
+// Each reply to a request on a ring or a storage carries that ring's state
+// (reply.ring_state): the oracle compares it after each step without asking.
 //   node store.js [--reader-lock own|oracle]
 const fs = require('fs');
 const { parse, dump } = require('./json');
@@ -166,6 +168,14 @@ function handle(q) {
   }
 }
 
+// The state of the request's ring (its target, or its target's ring) after the request.
+function ringStateOf(q) {
+  const o = typeof q.object === 'string' ? objects.get(q.object) : undefined;
+  if (o instanceof Ring) return o.state();
+  if (o instanceof Storage) return o.ring.state();
+  return undefined;
+}
+
 function closeAll() {
   for (const o of objects.values()) {
     try { if (o instanceof Storage || o instanceof Ring) o instanceof Storage ? o.close() : o.close(); } catch (e) { /* best effort */ }
@@ -181,6 +191,7 @@ send({
     'storage.get_begin', 'storage.get_copy', 'storage.get_end',
     'ring.data_buffer_start', 'ring.data_buffer_end', 'ring.monotonic_id_start', 'ring.monotonic_id_end', 'ring.ID_MAX',
     'ring.allocate_buf', 'ring.access_buf', 'ring.free_buf', 'ring.int2byte', 'ring.byte2int', 'ring.get_auth_secret',
+    'reply.ring_state',
   ],
   reader_lock: READER_LOCK,
 });
@@ -200,6 +211,8 @@ for (;;) {
     if (!(e instanceof PyError)) log(`internal error on ${q.op}: ${e.stack}`);
     reply = { type: 'reply', in_reply_to: q.id, error: { kind, message: String(e.message) } };
   }
+  const state = ringStateOf(q);
+  if (state !== undefined) reply.ring_state = state;
   if (MUTANT === 'put-reply-id' && q.op === 'put') reply.in_reply_to = q.id + 1;
   send(reply);
 }
