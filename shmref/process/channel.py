@@ -109,7 +109,7 @@ class Program(Lines):
         self.ledger = segments.Ledger()  # every /dev/shm entry it creates
         self.removed: list[str] = []  # those it left, removed when it ended
         self.log = run.protocol_log if log is None else log
-        self.before: frozenset[str] | None = segments.names()
+        self.before: segments.Window | None = segments.window()
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -190,16 +190,16 @@ class Program(Lines):
             if target is not None:
                 message["object"] = target
             message.update(arguments)
-            self.before = segments.names()
-            self.in_flight += 1
+            self.in_flight += 1  # from here a finalizer's close waits (close_later)
             try:
+                self.before = segments.window()
                 self.send(message)
                 result = self.converse(rid, op, callback, target)
                 self.states.made(op, arguments, result)
                 return result
             finally:
-                self.in_flight -= 1
                 self.account()
+                self.in_flight -= 1
                 if not self.in_flight:
                     self.send_deferred()
 

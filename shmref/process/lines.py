@@ -23,6 +23,10 @@ from shmref.process.messages import (
 
 MAX_LINE_OPTION = "--max-line"  # the oracle's option that sets it (docs/protocol.md, Limits)
 POLL = 0.25  # seconds between looks at a program that says nothing
+# Bytes asked of one read of stdout (more while a long line comes, doubling):
+# a read of 1 MiB cost a fresh mapping of that size each time, some 20 us,
+# as much as the rest of a request's reading (a reply is a few dozen bytes).
+READ_SIZE = 1 << 16
 
 
 def env_number(name: str, default: float) -> float:
@@ -72,11 +76,11 @@ class Lines:
         if self.process.poll() is None:
             self.process.kill()
 
-    def next_chunk(self, deadline: float, waiting_for: str) -> bytes:
-        """What the program wrote next on stdout; b"" once it is gone (its
-        stdout closed, or it exited and nothing more comes: a child of its
-        may hold the pipe open). A stderr past the limit, or no byte before
-        `deadline`, fails here."""
+    def next_chunk(self, deadline: float, waiting_for: str, size: int = READ_SIZE) -> bytes:
+        """What the program wrote next on stdout (up to `size` bytes); b""
+        once it is gone (its stdout closed, or it exited and nothing more
+        comes: a child of its may hold the pipe open). A stderr past the
+        limit, or no byte before `deadline`, fails here."""
         stdout = self.process.stdout
         assert stdout is not None
         while True:
@@ -91,7 +95,7 @@ class Lines:
                     )
                 )
             if select.select([stdout], [], [], min(left, POLL))[0]:
-                return os.read(stdout.fileno(), 1 << 20)
+                return os.read(stdout.fileno(), size)
             if self.process.poll() is not None and not select.select([stdout], [], [], POLL)[0]:
                 return b""  # exited, and its last words (if any) were read
 
@@ -112,7 +116,7 @@ class Lines:
                         f"{short(self.pending)}"
                     )
                 )
-            chunk = self.next_chunk(deadline, waiting_for)
+            chunk = self.next_chunk(deadline, waiting_for, max(READ_SIZE, searched))
             if not chunk and self.overflow:  # stopped for its stderr
                 self.fail(ProtocolError(self.overflow))
             if not chunk:

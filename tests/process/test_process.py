@@ -419,7 +419,7 @@ def test_an_entry_another_process_makes_during_a_request_is_not_the_programs() -
     assert foreign.stdin is not None and foreign.stdout is not None
     ledger = segments.Ledger()
     ledger.pid = program.pid
-    before = segments.names()  # the request starts
+    before = segments.window()  # the request starts
     name = foreign.stdout.readline().strip()
     try:
         ledger.note(before)  # the request ends: the foreign process holds its entry
