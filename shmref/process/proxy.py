@@ -20,11 +20,11 @@ from types import ModuleType
 from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from shmref.contract import BYTES_VALUES
+from shmref.contract import BYTES_VALUES, DROP_AHEAD_HOOK, SEND_AHEAD_HOOK
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
-from shmref.process.messages import b64, encode, unb64
+from shmref.process.messages import REQUEST_PIPELINE, b64, encode, unb64
 from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
 PREFIX = PROGRAM_PREFIX
@@ -289,6 +289,9 @@ def build(spec: str) -> ModuleType:
             ring_attrs[name] = state_property(name)
     if "ring.ID_MAX" in caps:
         ring_attrs["ID_MAX"] = state_property("ID_MAX")
+    if REQUEST_PIPELINE in caps:
+        ring_attrs[SEND_AHEAD_HOOK] = ProxyRing._send_ahead
+        ring_attrs[DROP_AHEAD_HOOK] = ProxyRing._drop_ahead
     ring_cls = type("SingleWriterShmRingBuffer", (ProxyRing,), ring_attrs)
     storage_attrs: dict[str, Any] = {
         BYTES_VALUES: prog.version >= 2,  # version 1 sends bytes without their value

@@ -11,8 +11,11 @@ returns the bytes after the read count. Readers run under the oracle's lock
 else contends. `--only ROLE` announces one role (for mixed-run tests).
 Each reply to a request on a ring or a storage carries its ring's state
 (the capability reply.ring_state: the replays and state machines compare
-the ring's positions after every step, without asking); `--plain` leaves
-the protocol's capabilities out, as a program written before them.
+the ring's positions after every step, without asking), and requests may
+come before the replies to earlier ones (request.pipeline: it reads and
+answers them in order), and a free_buf may bring the ids it frees
+(request.free_ids: then it asks nothing); `--plain` leaves the protocol's
+capabilities out, as a program written before them.
 A module without `get_begin`, `get_copy` and `get_end` is served without
 them, and its split-read properties are `not run` (the oracle cannot cut a
 program's `get`); tests/programs/seed_store.py serves the seed with the
@@ -31,7 +34,14 @@ from typing import Any, TextIO
 
 from shmref.contract import OPTIONAL, has
 from shmref.process import PROTOCOL_VERSION
-from shmref.process.messages import CAPABILITIES, POSITIONS, REPLY_RING_STATE, error_from
+from shmref.process.messages import (
+    CAPABILITIES,
+    POSITIONS,
+    REPLY_RING_STATE,
+    REQUEST_FREE_IDS,
+    REQUEST_PIPELINE,
+    error_from,
+)
 from shmref.process.states import RING_STATE_FIELDS
 
 
@@ -128,6 +138,8 @@ class Server:
             caps.remove("storage.RECLAIM_EXTRA")
         if not self.carry_state or not set(POSITIONS) <= set(caps):
             caps.remove(REPLY_RING_STATE)
+            caps.remove(REQUEST_PIPELINE)  # its replies must carry the state
+            caps.remove(REQUEST_FREE_IDS)  # none of the protocol's own
         self.carry_state = REPLY_RING_STATE in caps
         name = getattr(self.impl, "__name__", "?")
         self.send(
@@ -323,6 +335,9 @@ class Server:
                     "length": len(view),
                 }
         if op == "free_buf":
+            if isinstance(raw.get("free_ids"), list):  # request.free_ids: nothing to ask
+                free = frozenset(raw["free_ids"])
+                return list(obj.free_buf(lambda i, _v: i in free, a["nbytes"]))
             return list(obj.free_buf(lambda i, v: self.ask_is_free(obj, i, v), a["nbytes"]))
         if op == "ring_state":
             return {n: getattr(obj, n) for n in RING_STATE_FIELDS}

@@ -119,12 +119,37 @@ PUT: dict[str, Any] = {
         # a carried ring state with a field missing, or one too many
         {"type": "reply", "in_reply_to": 1, "result": None, "ring_state": {"ID_MAX": 5}},
         {"type": "reply", "in_reply_to": 1, "result": None, "ring_state": {**STATE, "lap": 1}},
+        # free_buf's ids: integers, each once
+        {
+            "type": "request",
+            "id": 1,
+            "op": "free_buf",
+            "object": "r1",
+            "nbytes": 8,
+            "free_ids": [1, 1],
+        },
+        {
+            "type": "request",
+            "id": 1,
+            "op": "free_buf",
+            "object": "r1",
+            "nbytes": 8,
+            "free_ids": ["1"],
+        },
         {
             "type": "hello",
             "protocol": 2,
             "name": "x",
             "roles": ["writer"],
             "capabilities": ["reply.ring_state"],  # without the ring's positions
+            "reader_lock": "oracle",
+        },
+        {
+            "type": "hello",
+            "protocol": 2,
+            "name": "x",
+            "roles": ["writer"],
+            "capabilities": ["request.pipeline"],  # without the ring's state in its replies
             "reader_lock": "oracle",
         },
     ],
