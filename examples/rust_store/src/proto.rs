@@ -31,7 +31,8 @@ pub fn hello() -> Value {
         "storage.get_begin", "storage.get_copy", "storage.get_end",
         "ring.data_buffer_start", "ring.data_buffer_end", "ring.monotonic_id_start", "ring.monotonic_id_end",
         "ring.ID_MAX", "ring.allocate_buf", "ring.access_buf", "ring.free_buf", "ring.int2byte",
-        "ring.byte2int", "ring.get_auth_secret", "reply.ring_state",
+        "ring.byte2int", "ring.get_auth_secret", "reply.ring_state", "request.pipeline",
+        "request.free_ids",
     ];
     obj(vec![
         ("type", s("hello")),
@@ -327,9 +328,20 @@ impl<R: BufRead, W: Write> Server<R, W> {
                 Some(Value::Null) | None => None,
                 Some(_) => Some(int_arg(req, "nbytes")?),
             };
+            // request.free_ids: the ids the oracle's predicate frees, sent along; nothing to ask
+            let free_ids: Option<Vec<i128>> = match req.get("free_ids") {
+                Some(Value::Arr(items)) => Some(items.iter().filter_map(|v| match v {
+                    Value::Int(i) => Some(*i),
+                    _ => None,
+                }).collect()),
+                _ => None,
+            };
             let mut ring = self.rings.remove(target).expect("checked");
             let (input, output) = (&mut self.input, &mut self.output);
-            let res = ring.free_buf(&mut |_, chunk_id, view| ask_is_free(input, output, id, chunk_id, view), nbytes);
+            let res = match &free_ids {
+                Some(ids) => ring.free_buf(&mut |_, chunk_id, _view| Ok(ids.contains(&chunk_id)), nbytes),
+                None => ring.free_buf(&mut |_, chunk_id, view| ask_is_free(input, output, id, chunk_id, view), nbytes),
+            };
             self.rings.insert(target.to_string(), ring);
             return res.map(|ids| Value::Arr(ids.into_iter().map(Value::Int).collect()));
         }
