@@ -28,6 +28,7 @@ from shmref.process.messages import REQUEST_PIPELINE, b64, encode, unb64
 from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
 PREFIX = PROGRAM_PREFIX
+SENT_AHEAD = frozenset({"is_cached"})  # a storage's calls the oracle names ahead (observe)
 # The classes' module: the oracle's watchdog (shmref.oracle.worker) looks
 # for calls into the implementation by the file their module names; this
 # alias names this file alone (a dotted name would name all of shmref).
@@ -222,6 +223,22 @@ class ProxyStorage:
         storage.max_object_size, storage.n_readers = handle.max_object_size, handle.n_readers
         return storage
 
+    def _send_ahead(self, calls: list[tuple[str, dict[str, Any]]]) -> int:
+        """The calls the caller makes next, sent before it asks for each
+        (SEND_AHEAD_HOOK: request.pipeline): `is_cached` alone, on a storage
+        the oracle holds no lock around (a lock held around each request
+        would not be held while the program runs one sent ahead)."""
+        if self._reader_lock is not None and self._prog.reader_lock == "oracle":
+            return 0
+        if any(op not in SENT_AHEAD for op, _ in calls):
+            return 0
+        encoded = [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
+        return self._prog.ahead.send(self._id, encoded)
+
+    def _drop_ahead(self) -> None:
+        """The calls sent ahead that the caller will not make (DROP_AHEAD_HOOK)."""
+        self._prog.ahead.drop()
+
     _reclaim_extra: Any = None
 
     def _set_reclaim_extra(self, value: int) -> None:
@@ -304,6 +321,9 @@ def build(spec: str) -> ModuleType:
     if {"storage.get_begin", "storage.get_copy", "storage.get_end"} <= caps:
         for name in ("get_begin", "get_copy", "get_end"):
             storage_attrs[name] = getattr(ProxyStorage, f"_{name}")
+    if REQUEST_PIPELINE in caps:
+        storage_attrs[SEND_AHEAD_HOOK] = ProxyStorage._send_ahead
+        storage_attrs[DROP_AHEAD_HOOK] = ProxyStorage._drop_ahead
     if "storage.RECLAIM_EXTRA" in caps:
         storage_attrs["RECLAIM_EXTRA"] = property(
             lambda self: self._reclaim_extra, ProxyStorage._set_reclaim_extra

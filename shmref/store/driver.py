@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, cast
 
-from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
+from shmref.contract import (
+    DROP_AHEAD_HOOK,
+    READ_COUNT_HOOK,
+    SEND_AHEAD_HOOK,
+    MissingCapability,
+    has,
+)
 from shmref.core.vocabulary import classify
 from shmref.store.observe import Segment
 from shmref.store.readers import LocalReader, RemoteReader, close_despite_cycles
@@ -311,7 +317,7 @@ class Driver:
         if writer is None:
             live = dict(self.chunks)
         else:
-            placed = {k: p for k, p in self.placed.items() if writer.is_cached(k)}
+            placed = self._still_cached(writer)
             state["key_index"] = {k: (self._scaled(a), i) for k, (a, i) in placed.items()}
             live = {i: a for a, i in placed.values()}
         state["metadata"] = {i: self._scaled(a) for i, a in live.items()}
@@ -319,6 +325,21 @@ class Driver:
         if writer is not None and count is not None:
             state["counts"] = {i: count(a) for i, a in live.items()}
         return state
+
+    def _still_cached(self, writer: Any) -> dict[str, tuple[int, int]]:
+        """The keys placed that `is_cached` still finds: one call each, named
+        together first to a store in another process (SEND_AHEAD_HOOK), so
+        that they travel together instead of a round trip each."""
+        keys = list(self.placed)
+        send = getattr(writer, SEND_AHEAD_HOOK, None) if len(keys) > 1 else None
+        if send is not None:
+            send([("is_cached", {"key": k}) for k in keys])
+        try:
+            return {k: self.placed[k] for k in keys if writer.is_cached(k)}
+        finally:
+            drop = getattr(writer, DROP_AHEAD_HOOK, None) if send is not None else None
+            if drop is not None:
+                drop()  # none left, unless an is_cached raised
 
     def count_reader(self) -> Callable[[int], int] | None:
         """How to read the count of the chunk at a byte address: the store's

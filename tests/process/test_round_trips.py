@@ -216,3 +216,24 @@ def test_another_call_than_the_one_sent_ahead_is_the_oracles_mistake() -> None:
         assert ring.allocate_buf(8) == (0, 1)
     finally:
         ring.close()
+
+
+def test_an_observation_asks_is_cached_of_every_key_in_one_write() -> None:
+    from shmref.store.driver import Driver
+
+    seen, writes = {}, {}
+    for spec in (SERVE, f"{SERVE} --plain"):
+        impl = load_impl(spec)
+        with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
+            for key in ("a", "b", "c", "d", "e"):
+                assert driver.put(key, 2).status == "ok"  # e reclaims a and b
+            count = writes_of(impl)
+            try:
+                seen[spec] = driver.observe()
+            finally:
+                del impl.PROGRAM.write
+            writes[spec] = count[0]
+    assert seen[SERVE] == seen[f"{SERVE} --plain"]
+    assert sorted(seen[SERVE]["key_index"]) == ["c", "d", "e"]
+    # plain: ring_state, then is_cached of each key placed; else those, in one write
+    assert (writes[SERVE], writes[f"{SERVE} --plain"]) == (1, 6)
