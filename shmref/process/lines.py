@@ -106,7 +106,7 @@ class Lines:
         self.waited = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + self.waited
         searched = 0  # bytes of `pending` known to hold no newline
-        while b"\n" not in self.pending[searched:]:
+        while self.pending.find(b"\n", searched) < 0:  # no copy: replies sent ahead wait here
             searched = len(self.pending)
             if searched > self.max_line:
                 self.fail(

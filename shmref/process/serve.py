@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import operator
 import sys
 import threading
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from shmref.process.messages import (
     error_from,
 )
 from shmref.process.states import RING_STATE_FIELDS
+
+STATE_OF = operator.attrgetter(*RING_STATE_FIELDS)  # a ring's state, in one call
 
 
 class Unrepresentable:
@@ -168,10 +171,13 @@ class Server:
             ring = getattr(obj, "ring_buffer", None)
         if ring is None:
             return None
-        state = {name: getattr(ring, name, None) for name in RING_STATE_FIELDS}
-        if not all(type(v) is int for v in state.values()):
+        try:
+            values = STATE_OF(ring)
+        except AttributeError:
             return None
-        return {name: int(v) for name, v in state.items() if v is not None}
+        if not all(type(v) is int for v in values):
+            return None
+        return dict(zip(RING_STATE_FIELDS, values, strict=True))
 
     def target(self, message: dict[str, Any]) -> Any:
         return self.objects[message["object"]]
@@ -200,9 +206,8 @@ class Server:
             message = json.loads(line)
             self.current = message["id"]
             try:
-                result = self.handle(
-                    message["op"], message, {k: decode(v) for k, v in message.items()}
-                )
+                args = {k: decode(v) if type(v) in (dict, list) else v for k, v in message.items()}
+                result = self.handle(message["op"], message, args)
                 reply: dict[str, Any] = {
                     "type": "reply",
                     "in_reply_to": message["id"],
