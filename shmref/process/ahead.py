@@ -53,6 +53,7 @@ class Program(Protocol):
     capabilities: frozenset[str]
     dead: str | None
     next_id: int
+    in_flight: int
     version: int
     generation: int
     states: RingStates
@@ -92,25 +93,36 @@ class Ahead:
         with prog.lock:
             if REQUEST_PIPELINE not in prog.capabilities or self.queued or prog.dead:
                 return 0
-            lines: list[str] = []
-            size = 0
-            for op, arguments in calls[:AHEAD_MAX]:
-                message = {"type": "request", "id": prog.next_id + 1, "op": op, "object": target}
-                message = as_version({**message, **arguments}, prog.version)
-                line = json.dumps(message, allow_nan=False) + "\n"
-                if lines and size + len(line) > AHEAD_BYTES:
-                    break
-                prog.next_id += 1
-                prog.record("out", message)
-                self.queued.append(Queued(prog.next_id, op, target, arguments))
-                lines.append(line)
-                size += len(line)
-                if op in CALLS_BACK and "free_ids" not in arguments:
-                    break  # it asks is_free: the answers must be the next lines
-            if lines:
-                self.window = segments.window()
-                prog.write("".join(lines).encode("utf-8"), self.queued[0].rid, self.queued[0].op)
-            return len(lines)
+            prog.in_flight += 1  # a finalizer's close waits (it would take an id meanwhile)
+            try:
+                return self.write(target, calls)
+            finally:
+                prog.in_flight -= 1
+                if not prog.in_flight and not self.queued:
+                    prog.send_deferred()
+
+    def write(self, target: str, calls: list[tuple[str, dict[str, Any]]]) -> int:
+        """The lines of `send`, written (its caller holds the program's lock)."""
+        prog = self.program
+        lines: list[str] = []
+        size = 0
+        for op, arguments in calls[:AHEAD_MAX]:
+            message = {"type": "request", "id": prog.next_id + 1, "op": op, "object": target}
+            message = as_version({**message, **arguments}, prog.version)
+            line = json.dumps(message, allow_nan=False) + "\n"
+            if lines and size + len(line) > AHEAD_BYTES:
+                break
+            prog.next_id += 1
+            prog.record("out", message)
+            self.queued.append(Queued(prog.next_id, op, target, arguments))
+            lines.append(line)
+            size += len(line)
+            if op in CALLS_BACK and "free_ids" not in arguments:
+                break  # it asks is_free: the answers must be the next lines
+        if lines:
+            self.window = segments.window()
+            prog.write("".join(lines).encode("utf-8"), self.queued[0].rid, self.queued[0].op)
+        return len(lines)
 
     def take(self, op: str, target: str | None, arguments: dict[str, Any]) -> int | None:
         """The id of the request sent ahead that this one is (None: none is
@@ -147,6 +159,7 @@ class Ahead:
             if not self.queued:
                 return
             self.quiet = True
+            prog.in_flight += 1  # a finalizer's close waits for the last reply read
             try:
                 while self.queued and not prog.dead:
                     dropped = self.queued.popleft()
@@ -159,9 +172,11 @@ class Ahead:
                         continue
             finally:
                 self.quiet = False
+                prog.in_flight -= 1
                 self.queued.clear()
                 self.done()
-                prog.send_deferred()
+                if not prog.in_flight:
+                    prog.send_deferred()
 
     def done(self) -> None:
         """Once nothing is in flight: what the program made in /dev/shm

@@ -237,3 +237,31 @@ def test_an_observation_asks_is_cached_of_every_key_in_one_write() -> None:
     assert sorted(seen[SERVE]["key_index"]) == ["c", "d", "e"]
     # plain: ring_state, then is_cached of each key placed; else those, in one write
     assert (writes[SERVE], writes[f"{SERVE} --plain"]) == (1, 6)
+
+
+def test_a_finalizers_close_waits_for_the_requests_sent_ahead() -> None:
+    """The garbage collector may close a dropped ring (its finalizer) at any
+    allocation, in the middle of writing requests ahead too: that close is
+    sent once their replies are read, never between them (it would take an
+    id, or a reply, that is theirs)."""
+    impl = load_impl(SERVE)
+    prog = impl.PROGRAM
+    ring = impl.SingleWriterShmRingBuffer(1024, create=True)
+    dropped = impl.SingleWriterShmRingBuffer(1024, create=True)
+    dropped._closed = True  # its finalizer's close is the one below
+    record = prog.record
+
+    def collector_runs(direction: str, message: Any) -> None:
+        if message.get("op") == "allocate_buf" and not prog.deferred:
+            prog.close_later(dropped._id)
+        record(direction, message)
+
+    prog.record = collector_runs
+    try:
+        assert ring.shmref_send_ahead([("allocate_buf", {"size": 8})] * 2) == 2
+        assert prog.deferred == [dropped._id]
+        assert [ring.allocate_buf(8), ring.allocate_buf(8)] == [(0, 0), (16, 1)]
+        assert prog.deferred == []  # sent now, after both replies
+    finally:
+        del prog.record
+        ring.close()
