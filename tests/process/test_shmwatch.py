@@ -12,13 +12,14 @@ from collections.abc import Iterator
 import pytest
 
 from shmref.process import shmwatch
+from shmref.process.segments import SHM
 
 RUN = f"shmref_watch_{uuid.uuid4().hex[:8]}_"  # this process's entries: other runs make theirs
 
 
 def make(tag: str) -> str:
     name = f"{RUN}{tag}_{uuid.uuid4().hex[:8]}"
-    os.close(os.open(f"{shmwatch.SHM}/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+    os.close(os.open(f"{SHM}/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
     return name
 
 
@@ -32,7 +33,7 @@ def made() -> Iterator[list[str]]:
     yield names
     for name in names:
         try:
-            os.unlink(f"{shmwatch.SHM}/{name}")
+            os.unlink(f"{SHM}/{name}")
         except FileNotFoundError:
             pass
 
@@ -54,7 +55,7 @@ def test_a_window_holds_what_was_made_in_it_and_is_still_there(kind: str, made: 
     made.append(make("before"))
     window = watch.open()
     made.extend([make("during"), make("gone")])
-    os.unlink(f"{shmwatch.SHM}/{made[2]}")
+    os.unlink(f"{SHM}/{made[2]}")
     inner = watch.open()  # a request nested in the first one (a finalizer's close)
     made.append(make("nested"))
     assert ours(inner.created()) == {made[3]}
@@ -84,3 +85,25 @@ def test_the_log_keeps_only_what_an_open_window_may_ask_for(made: list[str]) -> 
         made.append(make(str(i)))
         assert ours(window.created()) == {made[-1]}
     assert watch.log == []  # what other runs made meanwhile is forgotten too
+
+
+def test_a_process_that_moves_onto_another_dev_shm_watches_that_one(made: list[str]) -> None:
+    """The oracle's command moves onto a /dev/shm of its own (shmref.oracle.
+    privateshm): a watch made before then watches a folder the process no
+    longer sees. Told by the device: the next window comes from a new watch,
+    and one left open on the old watch tells nothing (the sweeps find it)."""
+    old = shmwatch.watch()
+    if old.fd is None:
+        pytest.skip("no inotify here")
+    window = old.open()
+    old.device = -1  # as if /dev/shm had been another tmpfs when it was made
+    try:
+        new = shmwatch.watch()
+        assert new is not old and new.device == os.stat(SHM).st_dev
+        assert old.fd is None  # stopped
+        after = shmwatch.window()
+        made.append(make("moved"))
+        assert window.created() == frozenset()
+        assert ours(after.created()) == {made[0]}
+    finally:
+        old.device = None
