@@ -45,6 +45,11 @@ def object_size(serde: Any, value: Any) -> int:
 # `address`) lets the machines, replay and trace validation compare counts
 # without the seed's layout; else they judge through the API alone.
 READ_COUNT_HOOK = "shmref_read_count"
+# Optional hooks of a ring in another process (shmref.process.ring): the ring
+# calls its caller makes next, sent together (then those not made dropped);
+# and of a free_buf predicate that frees by id alone: the ids it frees.
+SEND_AHEAD_HOOK, DROP_AHEAD_HOOK = "shmref_send_ahead", "shmref_drop_ahead"
+FREE_IDS_HOOK = "shmref_free_ids"
 
 
 # -- the four classes ----------------------------------------------------------------------

@@ -4,6 +4,11 @@
 // standard library only: one JSON message a line on stdin/stdout, logs on stderr.
 // It plays the seed's writer and reader (ring.js, storage.js) and answers each
 // request with exactly one reply; the ring's free_buf asks the oracle is_free.
+// Each reply to a request on a ring or a storage carries that ring's state
+// (reply.ring_state): the oracle compares it after each step without asking;
+// requests may come before the replies to earlier ones (request.pipeline):
+// they wait in stdin and are answered in order, as every request is; a
+// free_buf may bring the ids it frees (request.free_ids): then it asks nothing.
 //   node store.js [--reader-lock own|oracle]
 const fs = require('fs');
 const { parse, dump } = require('./json');
@@ -86,7 +91,11 @@ const RING_OPS = {
   get_auth_secret: (r) => r.secret().toString('base64'),
   allocate_buf: (r, q) => r.allocate(q.size),
   access_buf: (r, q) => { const c = r.access(q.address); return { monotonic_id: c.id, size: c.size, offset: c.offset, length: c.length }; },
-  free_buf: (r, q) => r.free((id, chunk) => askIsFree(q.id, id, chunk), q.nbytes),
+  free_buf: (r, q) => {
+    // request.free_ids: the ids the oracle's predicate frees come along; nothing to ask
+    if (Array.isArray(q.free_ids)) { const free = new Set(q.free_ids.map(Number)); return r.free((id) => free.has(Number(id)), q.nbytes); }
+    return r.free((id, chunk) => askIsFree(q.id, id, chunk), q.nbytes);
+  },
   int2byte: (r, q) => {
     const v = int(q.integer, 'integer');
     if (v < -(2 ** 31) || v >= 2 ** 31) throw new PyError('OverflowError', 'int too big to convert');
@@ -166,6 +175,14 @@ function handle(q) {
   }
 }
 
+// The state of the request's ring (its target, or its target's ring) after the request.
+function ringStateOf(q) {
+  const o = typeof q.object === 'string' ? objects.get(q.object) : undefined;
+  if (o instanceof Ring) return o.state();
+  if (o instanceof Storage) return o.ring.state();
+  return undefined;
+}
+
 function closeAll() {
   for (const o of objects.values()) {
     try { if (o instanceof Storage || o instanceof Ring) o instanceof Storage ? o.close() : o.close(); } catch (e) { /* best effort */ }
@@ -181,6 +198,7 @@ send({
     'storage.get_begin', 'storage.get_copy', 'storage.get_end',
     'ring.data_buffer_start', 'ring.data_buffer_end', 'ring.monotonic_id_start', 'ring.monotonic_id_end', 'ring.ID_MAX',
     'ring.allocate_buf', 'ring.access_buf', 'ring.free_buf', 'ring.int2byte', 'ring.byte2int', 'ring.get_auth_secret',
+    'reply.ring_state', 'request.pipeline', 'request.free_ids',
   ],
   reader_lock: READER_LOCK,
 });
@@ -200,6 +218,8 @@ for (;;) {
     if (!(e instanceof PyError)) log(`internal error on ${q.op}: ${e.stack}`);
     reply = { type: 'reply', in_reply_to: q.id, error: { kind, message: String(e.message) } };
   }
+  const state = ringStateOf(q);
+  if (state !== undefined) reply.ring_state = state;
   if (MUTANT === 'put-reply-id' && q.op === 'put') reply.in_reply_to = q.id + 1;
   send(reply);
 }

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from shmref.core.runconfig import limits
-from shmref.process import PROTOCOL_VERSION, older_version_note, segments
+from shmref.process import PROTOCOL_VERSION, older_version_note, segments, shmwatch
+from shmref.process.ahead import Ahead
 from shmref.process.lines import Lines, env_number
 from shmref.process.messages import (
     REPLY_RING_STATE,
@@ -108,13 +109,15 @@ class Program(Lines):
         self.next_id = 0
         self.generation = 0  # requests that may change state (ring states are cached by it)
         self.states = RingStates()  # each ring's last known state (reply.ring_state)
+        self.ahead = Ahead(self)  # requests sent before their turn (request.pipeline)
+        self.stopped_quietly = False  # failed on a request sent ahead that nobody asked for
         self.dead: str | None = None
         self.failure: ProgramFailure | None = None
         self.overflow = ""  # set when its stderr passed the limit
         self.ledger = segments.Ledger()  # every /dev/shm entry it creates
         self.removed: list[str] = []  # those it left, removed when it ended
         self.log = run.protocol_log if log is None else log
-        self.before: frozenset[str] | None = segments.names()
+        self.before: shmwatch.Window | None = shmwatch.window()
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -135,6 +138,7 @@ class Program(Lines):
         self.version: int = self.hello["protocol"]  # requests are sent as it specified them
         self.capabilities = frozenset(self.hello["capabilities"])
         self.carries_state = REPLY_RING_STATE in self.capabilities
+        self.reply_fields = REPLY_FIELDS | {"ring_state"} if self.carries_state else REPLY_FIELDS
         self.roles = frozenset(self.hello["roles"])
         self.reader_lock = self.hello["reader_lock"]
         atexit.register(self.close)
@@ -145,23 +149,27 @@ class Program(Lines):
         """What appeared in /dev/shm during the request in flight may be the
         program's (settled when its test ends: shmref.process.segments)."""
         if self.before is not None:
-            self.ledger.note(self.before)
+            self.ledger.note(self.before.created())
             self.before = None
 
     def send(self, message: dict[str, Any]) -> None:
         message = as_version(message, self.version)
         self.record("out", message)
+        line = (json.dumps(message, allow_nan=False) + "\n").encode("utf-8")
+        self.write(line, message.get("id", ""), message.get("op", message.get("type")))
+
+    def write(self, data: bytes, rid: Any, op: Any) -> None:
+        """Lines to the program's stdin (`rid` and `op`: the first's, for the message)."""
         stdin = self.process.stdin
         assert stdin is not None
         try:
-            stdin.write((json.dumps(message, allow_nan=False) + "\n").encode("utf-8"))
+            stdin.write(data)
         except OSError:
             if self.overflow:
                 self.fail(ProtocolError(self.overflow))
             self.fail(
                 ProgramCrashed(
-                    f"{self.spec}: the program {self.exit_text()} before request "
-                    f"{message.get('id', '')} ({message.get('op', message.get('type'))})"
+                    f"{self.spec}: the program {self.exit_text()} before request {rid} ({op})"
                 )
             )
 
@@ -183,29 +191,43 @@ class Program(Lines):
         callback: Callable[[dict[str, Any]], Any] | None = None,
         **arguments: Any,
     ) -> Any:
-        """Send one request and return its result (or raise its error)."""
+        """Send one request (or take the one sent ahead: shmref.process.ahead)
+        and return its result (or raise its error)."""
         with self.lock:
             if self.dead:
                 raise ProgramCrashed(f"{self.spec}: the program is gone ({self.dead})")
-            self.next_id += 1
-            rid = self.next_id
             if op != "ring_state":
                 self.generation += 1
-            message: dict[str, Any] = {"type": "request", "id": rid, "op": op}
-            if target is not None:
-                message["object"] = target
-            message.update(arguments)
-            self.before = segments.names()
-            self.in_flight += 1
+            self.in_flight += 1  # from here a finalizer's close waits (close_later)
             try:
-                self.send(message)
-                result = self.converse(rid, op, callback, target)
+                if self.ahead.window is None:  # else that one covers this request
+                    self.before = shmwatch.window()
+                rid = self.ahead.take(op, target, arguments)
+                sent_ahead = rid is not None
+                if rid is None:
+                    self.next_id += 1
+                    rid = self.next_id
+                    message: dict[str, Any] = {"type": "request", "id": rid, "op": op}
+                    if target is not None:
+                        message["object"] = target
+                    self.send({**message, **arguments})
+                try:
+                    result = self.converse(rid, op, callback, target)
+                except ProgramFailure:
+                    raise
+                except Exception:
+                    if sent_ahead:
+                        self.ahead.must_carry(target, rid)
+                    raise
+                if sent_ahead:
+                    self.ahead.must_carry(target, rid)
                 self.states.made(op, arguments, result)
                 return result
             finally:
-                self.in_flight -= 1
                 self.account()
-                if not self.in_flight:
+                self.in_flight -= 1
+                self.ahead.done()
+                if not self.in_flight and not self.ahead:
                     self.send_deferred()
 
     def ring_state(self, ring: str) -> dict[str, Any]:
@@ -224,7 +246,7 @@ class Program(Lines):
         finalizer in the middle of one: a request sent then would take its
         reply)."""
         with self.lock:
-            if self.in_flight:
+            if self.in_flight or self.ahead:
                 self.deferred.append(target)
                 return
             self.request("close", target)
@@ -284,10 +306,6 @@ class Program(Lines):
                 raise error_from(error)
             return got["result"]
 
-    @property
-    def reply_fields(self) -> frozenset[str]:
-        return REPLY_FIELDS | {"ring_state"} if self.carries_state else REPLY_FIELDS
-
     def carried(self, reply: dict[str, Any], target: str | None) -> None:
         """A reply's ring_state: checked, and kept as its target's ring's
         state after the request (one the oracle cannot place is dropped)."""
@@ -330,7 +348,13 @@ class Program(Lines):
 
     def fail(self, failure: ProgramFailure) -> NoReturn:
         """Stop the program and report: to the hook (`on_failure`: the
-        oracle's worker, which exits with the status), else raise."""
+        oracle's worker, which exits with the status), else raise. On a
+        request sent ahead that nobody asked for (shmref.process.ahead), it
+        is stopped quietly: no status, and what it left is removed unsaid."""
+        if self.ahead.quiet:
+            self.kill(quietly=True)
+            self.dead, self.stopped_quietly = str(failure), True
+            raise failure
         self.kill()
         if self.removed:  # said with the failure: the property's leak
             names = ", ".join(sorted(self.removed))
@@ -340,18 +364,19 @@ class Program(Lines):
             _ON_FAILURE(failure)
         raise failure
 
-    def kill(self) -> None:
+    def kill(self, quietly: bool = False) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
         self.account()  # what it made in the request it died in
-        self.unlink()
+        self.unlink(quietly)
 
-    def unlink(self) -> None:
-        """Remove what the program created in /dev/shm and left there."""
+    def unlink(self, quietly: bool = False) -> None:
+        """Remove what the program created in /dev/shm and left there (and
+        say so, unless it was stopped quietly: its segments were in use)."""
         self.ledger.settle()
         for name in sorted(self.ledger.own):
-            if segments.unlink(name):
+            if segments.unlink(name) and not quietly:
                 self.removed.append(name)
         self.ledger.own.clear()
 

@@ -23,6 +23,10 @@ from shmref.process.messages import (
 
 MAX_LINE_OPTION = "--max-line"  # the oracle's option that sets it (docs/protocol.md, Limits)
 POLL = 0.25  # seconds between looks at a program that says nothing
+# Bytes asked of one read of stdout (more while a long line comes, doubling):
+# a read of 1 MiB cost a fresh mapping of that size each time, some 20 us,
+# as much as the rest of a request's reading (a reply is a few dozen bytes).
+READ_SIZE = 1 << 16
 
 
 def env_number(name: str, default: float) -> float:
@@ -72,12 +76,18 @@ class Lines:
         if self.process.poll() is None:
             self.process.kill()
 
-    def next_chunk(self, deadline: float, waiting_for: str, stderr_stops: bool = True) -> bytes:
-        """What the program wrote next on stdout; b"" once it is gone (its
-        stdout closed, or it exited and nothing more comes: a child of its
-        may hold the pipe open). A stderr past the limit (unless not
-        `stderr_stops`: then what it wrote before it was stopped is still
-        read), or no byte before `deadline`, fails here."""
+    def next_chunk(
+        self,
+        deadline: float,
+        waiting_for: str,
+        stderr_stops: bool = True,
+        size: int = READ_SIZE,
+    ) -> bytes:
+        """What the program wrote next on stdout (up to `size` bytes); b""
+        once it is gone (its stdout closed, or it exited and nothing more
+        comes: a child of its may hold the pipe open). A stderr past the
+        limit (unless not `stderr_stops`: then what it wrote before it was
+        stopped is still read), or no byte before `deadline`, fails here."""
         stdout = self.process.stdout
         assert stdout is not None
         while True:
@@ -92,7 +102,7 @@ class Lines:
                     )
                 )
             if select.select([stdout], [], [], min(left, POLL))[0]:
-                return os.read(stdout.fileno(), 1 << 20)
+                return os.read(stdout.fileno(), size)
             if self.process.poll() is not None and not select.select([stdout], [], [], POLL)[0]:
                 return b""  # exited, and its last words (if any) were read
 
@@ -109,7 +119,7 @@ class Lines:
         self.waited = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + self.waited
         searched = 0  # bytes of `pending` known to hold no newline
-        while b"\n" not in self.pending[searched:]:
+        while self.pending.find(b"\n", searched) < 0:  # no copy: replies sent ahead wait here
             searched = len(self.pending)
             if searched > self.max_line:
                 self.fail(
@@ -119,7 +129,9 @@ class Lines:
                         f"{short(self.pending)}"
                     )
                 )
-            chunk = self.next_chunk(deadline, waiting_for, stderr_stops=not hello)
+            chunk = self.next_chunk(
+                deadline, waiting_for, stderr_stops=not hello, size=max(READ_SIZE, searched)
+            )
             if not chunk and self.overflow:  # stopped for its stderr
                 self.fail(ProtocolError(self.overflow))
             if not chunk:

@@ -31,10 +31,19 @@ CAPABILITIES = (
     "storage.RECLAIM_EXTRA",
     "bench",  # the bench request: a put+get loop at the program's own pace (not the contract's)
     "reply.ring_state",
+    "request.pipeline",
+    "request.free_ids",
 )
-# A capability of the protocol, not of the contract: each reply to a request on
-# a ring or a storage carries its ring's state (docs/protocol.md, Capabilities).
+# Capabilities of the protocol, not of the contract (docs/protocol.md,
+# Capabilities): each reply to a request on a ring or a storage carries its
+# ring's state; requests may come before the replies to earlier ones; a
+# free_buf may come with the ids its predicate frees, and ask nothing.
 REPLY_RING_STATE = "reply.ring_state"
+REQUEST_PIPELINE = "request.pipeline"
+REQUEST_FREE_IDS = "request.free_ids"
+# the three together: a program that cannot carry its rings' states offers none
+# of them (request.pipeline's replies must carry it; the rest are the protocol's)
+ROUND_TRIPS = (REPLY_RING_STATE, REQUEST_PIPELINE, REQUEST_FREE_IDS)
 POSITIONS = tuple(
     f"ring.{n}"
     for n in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
@@ -151,6 +160,8 @@ def hello_problem(hello: dict[str, Any]) -> str:
     if REPLY_RING_STATE in caps and not set(POSITIONS) <= set(caps):
         lacking = [c for c in POSITIONS if c not in caps]
         return f"{REPLY_RING_STATE} needs the ring's positions ({', '.join(lacking)} missing)"
+    if REQUEST_PIPELINE in caps and REPLY_RING_STATE not in caps:
+        return f"{REQUEST_PIPELINE} needs {REPLY_RING_STATE} (the ring's state in each reply)"
     if hello.get("reader_lock") not in ("oracle", "own"):
         return "reader_lock must be 'oracle' or 'own'"
     if not isinstance(hello.get("name"), str):

@@ -20,14 +20,15 @@ from types import ModuleType
 from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from shmref.contract import BYTES_VALUES
+from shmref.contract import BYTES_VALUES, DROP_AHEAD_HOOK, SEND_AHEAD_HOOK
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
-from shmref.process.messages import b64, encode, unb64
+from shmref.process.messages import REQUEST_PIPELINE, b64, encode, unb64
 from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
 PREFIX = PROGRAM_PREFIX
+SENT_AHEAD = frozenset({"is_cached"})  # a storage's calls the oracle names ahead (observe)
 # The classes' module: the oracle's watchdog (shmref.oracle.worker) looks
 # for calls into the implementation by the file their module names; this
 # alias names this file alone (a dotted name would name all of shmref).
@@ -222,6 +223,22 @@ class ProxyStorage:
         storage.max_object_size, storage.n_readers = handle.max_object_size, handle.n_readers
         return storage
 
+    def _send_ahead(self, calls: list[tuple[str, dict[str, Any]]]) -> int:
+        """The calls the caller makes next, sent before it asks for each
+        (SEND_AHEAD_HOOK: request.pipeline): `is_cached` alone, on a storage
+        the oracle holds no lock around (a lock held around each request
+        would not be held while the program runs one sent ahead)."""
+        if self._reader_lock is not None and self._prog.reader_lock == "oracle":
+            return 0
+        if any(op not in SENT_AHEAD for op, _ in calls):
+            return 0
+        encoded = [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
+        return self._prog.ahead.send(self._id, encoded)
+
+    def _drop_ahead(self) -> None:
+        """The calls sent ahead that the caller will not make (DROP_AHEAD_HOOK)."""
+        self._prog.ahead.drop()
+
     _reclaim_extra: Any = None
 
     def _set_reclaim_extra(self, value: int) -> None:
@@ -289,6 +306,9 @@ def build(spec: str) -> ModuleType:
             ring_attrs[name] = state_property(name)
     if "ring.ID_MAX" in caps:
         ring_attrs["ID_MAX"] = state_property("ID_MAX")
+    if REQUEST_PIPELINE in caps:
+        ring_attrs[SEND_AHEAD_HOOK] = ProxyRing._send_ahead
+        ring_attrs[DROP_AHEAD_HOOK] = ProxyRing._drop_ahead
     ring_cls = type("SingleWriterShmRingBuffer", (ProxyRing,), ring_attrs)
     storage_attrs: dict[str, Any] = {
         BYTES_VALUES: prog.version >= 2,  # version 1 sends bytes without their value
@@ -301,6 +321,9 @@ def build(spec: str) -> ModuleType:
     if {"storage.get_begin", "storage.get_copy", "storage.get_end"} <= caps:
         for name in ("get_begin", "get_copy", "get_end"):
             storage_attrs[name] = getattr(ProxyStorage, f"_{name}")
+    if REQUEST_PIPELINE in caps:
+        storage_attrs[SEND_AHEAD_HOOK] = ProxyStorage._send_ahead
+        storage_attrs[DROP_AHEAD_HOOK] = ProxyStorage._drop_ahead
     if "storage.RECLAIM_EXTRA" in caps:
         storage_attrs["RECLAIM_EXTRA"] = property(
             lambda self: self._reclaim_extra, ProxyStorage._set_reclaim_extra

@@ -12,9 +12,9 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from refimpl.segment import attach_untracked
-from shmref.contract import MissingCapability
+from shmref.contract import FREE_IDS_HOOK, MissingCapability
 from shmref.process.channel import Program, program
-from shmref.process.messages import b64, encode, unb64
+from shmref.process.messages import REQUEST_FREE_IDS, b64, encode, unb64
 
 # The ring class's module, for the oracle's watchdog (as shmref.process.proxy.ALIAS).
 RING_ALIAS = "shmref_exec_ring"
@@ -73,7 +73,11 @@ class ProxyRing:
         """ring_state, asked once until the next request that may change it
         (the replay compares four positions after every step), or carried by
         the last reply (reply.ring_state)."""
-        return self._prog.ring_state(self._id)
+        prog = self._prog
+        known = prog.states.known.get(self._id)  # the usual case, without a call more
+        if known is not None and known[0] == prog.generation:
+            return known[1]
+        return prog.ring_state(self._id)
 
     def handle(self) -> tuple[int, str]:
         got = self._call("handle")
@@ -87,7 +91,8 @@ class ProxyRing:
             return
         self._closed = True
         try:
-            self._call("close")
+            if not self._prog.stopped_quietly:  # else the copy, and its segment, are gone
+                self._call("close")
         finally:
             if self._segment is not None:
                 with suppress(BufferError, OSError):
@@ -144,13 +149,41 @@ class ProxyRing:
             finally:
                 view.release()
 
+        arguments = self._free_arguments(is_free_fn, nbytes)
+        asks = None if "free_ids" in arguments else ask  # the ids sent: nothing to ask
         try:
-            freed: list[int] = self._call("free_buf", callback=ask, nbytes=encode(nbytes))
+            freed: list[int] = self._call("free_buf", callback=asks, **arguments)
         except Exception as exc:
             if raised and type(exc).__name__ == type(raised[-1]).__name__:
                 raise raised[-1] from None  # the predicate's own exception, as raised
             raise
         return freed
+
+    def _free_arguments(self, is_free_fn: Any, nbytes: Any) -> dict[str, Any]:
+        """free_buf's arguments: with the ids a predicate frees by id alone
+        (FREE_IDS_HOOK) to a program that takes them (request.free_ids)."""
+        arguments: dict[str, Any] = {"nbytes": encode(nbytes)}
+        ids = getattr(is_free_fn, FREE_IDS_HOOK, None)
+        if ids is not None and REQUEST_FREE_IDS in self._prog.capabilities:
+            arguments["free_ids"] = sorted(int(i) for i in ids)
+        return arguments
+
+    def _send_ahead(self, calls: list[tuple[str, dict[str, Any]]]) -> int:
+        """The ring calls the caller makes next, in order, sent before it asks
+        for each (SEND_AHEAD_HOOK: request.pipeline); how many were sent."""
+        if any(op != "clear" and f"ring.{op}" not in self._prog.capabilities for op, _ in calls):
+            return 0  # one the proxy refuses without asking: not sent ahead
+        encoded = [
+            (op, self._free_arguments(kwargs["is_free_fn"], kwargs["nbytes"]))
+            if op == "free_buf"
+            else (op, {k: encode(v) for k, v in kwargs.items()})
+            for op, kwargs in calls
+        ]
+        return self._prog.ahead.send(self._id, encoded)
+
+    def _drop_ahead(self) -> None:
+        """The calls sent ahead that the caller will not make (DROP_AHEAD_HOOK)."""
+        self._prog.ahead.drop()
 
     def __del__(self) -> None:
         """A ring dropped without close() is closed, as the seed's __del__ closes

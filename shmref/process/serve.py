@@ -11,8 +11,11 @@ returns the bytes after the read count. Readers run under the oracle's lock
 else contends. `--only ROLE` announces one role (for mixed-run tests).
 Each reply to a request on a ring or a storage carries its ring's state
 (the capability reply.ring_state: the replays and state machines compare
-the ring's positions after every step, without asking); `--plain` leaves
-the protocol's capabilities out, as a program written before them.
+the ring's positions after every step, without asking), and requests may
+come before the replies to earlier ones (request.pipeline: it reads and
+answers them in order), and a free_buf may bring the ids it frees
+(request.free_ids: then it asks nothing); `--plain` leaves the protocol's
+capabilities out, as a program written before them.
 A module without `get_begin`, `get_copy` and `get_end` is served without
 them, and its split-read properties are `not run` (the oracle cannot cut a
 program's `get`); tests/programs/seed_store.py serves the seed with the
@@ -24,6 +27,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import operator
 import sys
 import threading
 from dataclasses import dataclass
@@ -31,8 +35,16 @@ from typing import Any, TextIO
 
 from shmref.contract import OPTIONAL, has
 from shmref.process import PROTOCOL_VERSION
-from shmref.process.messages import CAPABILITIES, POSITIONS, REPLY_RING_STATE, error_from
+from shmref.process.messages import (
+    CAPABILITIES,
+    POSITIONS,
+    REPLY_RING_STATE,
+    ROUND_TRIPS,
+    error_from,
+)
 from shmref.process.states import RING_STATE_FIELDS
+
+STATE_OF = operator.attrgetter(*RING_STATE_FIELDS)  # a ring's state, in one call
 
 
 class Unrepresentable:
@@ -130,7 +142,7 @@ class Server:
         if not hasattr(self.impl.SingleWriterShmObjectStorage, "RECLAIM_EXTRA"):
             caps.remove("storage.RECLAIM_EXTRA")
         if not self.carry_state or not set(POSITIONS) <= set(caps):
-            caps.remove(REPLY_RING_STATE)
+            caps = [c for c in caps if c not in ROUND_TRIPS]  # none of the protocol's own
         self.carry_state = REPLY_RING_STATE in caps
         name = getattr(self.impl, "__name__", "?")
         self.send(
@@ -159,10 +171,13 @@ class Server:
             ring = getattr(obj, "ring_buffer", None)
         if ring is None:
             return None
-        state = {name: getattr(ring, name, None) for name in RING_STATE_FIELDS}
-        if not all(type(v) is int for v in state.values()):
+        try:
+            values = STATE_OF(ring)
+        except AttributeError:
             return None
-        return {name: int(v) for name, v in state.items() if v is not None}
+        if not all(type(v) is int for v in values):
+            return None
+        return dict(zip(RING_STATE_FIELDS, values, strict=True))
 
     def target(self, message: dict[str, Any]) -> Any:
         return self.objects[message["object"]]
@@ -191,9 +206,8 @@ class Server:
             message = json.loads(line)
             self.current = message["id"]
             try:
-                result = self.handle(
-                    message["op"], message, {k: decode(v) for k, v in message.items()}
-                )
+                args = {k: decode(v) if type(v) in (dict, list) else v for k, v in message.items()}
+                result = self.handle(message["op"], message, args)
                 reply: dict[str, Any] = {
                     "type": "reply",
                     "in_reply_to": message["id"],
@@ -346,6 +360,9 @@ class Server:
                     "length": len(view),
                 }
         if op == "free_buf":
+            if isinstance(raw.get("free_ids"), list):  # request.free_ids: nothing to ask
+                free = frozenset(raw["free_ids"])
+                return list(obj.free_buf(lambda i, _v: i in free, a["nbytes"]))
             return list(obj.free_buf(lambda i, v: self.ask_is_free(obj, i, v), a["nbytes"]))
         if op == "ring_state":
             return {n: getattr(obj, n) for n in RING_STATE_FIELDS}

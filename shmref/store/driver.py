@@ -24,13 +24,19 @@ import copy
 import hashlib
 import hmac
 import multiprocessing as mp
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, cast
 
-from shmref.contract import READ_COUNT_HOOK, MissingCapability, has
+from shmref.contract import (
+    DROP_AHEAD_HOOK,
+    READ_COUNT_HOOK,
+    SEND_AHEAD_HOOK,
+    MissingCapability,
+    has,
+)
 from shmref.core.vocabulary import classify
 from shmref.store.observe import Segment
 from shmref.store.readers import LocalReader, RemoteReader, close_despite_cycles
@@ -140,6 +146,24 @@ class Driver:
 
     # -- ring actions (spec/RingBuffer.tla) ------------------------------------
 
+    def ring_call(
+        self, action: str, args: tuple[Any, ...], marked: Iterable[int] = ()
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The ring call (method, keyword arguments) that ring action `action`
+        makes with `args` (and `marked` the ids marked free then), as the
+        methods below make it; None for an action that makes none
+        (mark_free), or any other (a storage's): what the replay of a ring
+        trace names ahead (shmref.contract.SEND_AHEAD_HOOK)."""
+        if self.writer is not None:
+            return None  # clear is the storage's: not a ring call
+        if action == "allocate_buf":
+            return "allocate_buf", {"size": self.unit * args[0] - MD_SIZE}
+        if action == "free_buf":
+            return "free_buf", {"is_free_fn": FreeIds(set(marked)), "nbytes": self.unit * args[0]}
+        if action == "clear":
+            return "clear", {}
+        return None
+
     def allocate_buf(self, size: int) -> Outcome:
         outcome = self._run(
             "allocate_buf", lambda: self._units(self.ring.allocate_buf(self.unit * size - MD_SIZE))
@@ -155,7 +179,7 @@ class Driver:
 
     def free_buf(self, nbytes: int) -> Outcome:
         def free() -> list[int]:
-            freed = list(self.ring.free_buf(lambda i, _buf: i in self.marked, self.unit * nbytes))
+            freed = list(self.ring.free_buf(FreeIds(self.marked), self.unit * nbytes))
             self.marked.difference_update(freed)
             for i in freed:
                 self.chunks.pop(i, None)
@@ -278,17 +302,22 @@ class Driver:
         docstring), the read counts."""
         ring = self.ring
         state: dict[str, Any] = {}
-        for name in ("data_buffer_start", "data_buffer_end"):
-            if has(ring, name):
-                state[name] = self._scaled(getattr(ring, name))
-        for name in ("monotonic_id_start", "monotonic_id_end"):
-            if has(ring, name):
-                state[name] = getattr(ring, name)
+        for name in (
+            "data_buffer_start",
+            "data_buffer_end",
+            "monotonic_id_start",
+            "monotonic_id_end",
+        ):
+            try:  # read once (contract.has's rule: a property that raises is missing)
+                value = getattr(ring, name)
+            except Exception:
+                continue
+            state[name] = self._scaled(value) if name.startswith("data") else value
         writer = self.writer
         if writer is None:
             live = dict(self.chunks)
         else:
-            placed = {k: p for k, p in self.placed.items() if writer.is_cached(k)}
+            placed = self._still_cached(writer)
             state["key_index"] = {k: (self._scaled(a), i) for k, (a, i) in placed.items()}
             live = {i: a for a, i in placed.values()}
         state["metadata"] = {i: self._scaled(a) for i, a in live.items()}
@@ -296,6 +325,21 @@ class Driver:
         if writer is not None and count is not None:
             state["counts"] = {i: count(a) for i, a in live.items()}
         return state
+
+    def _still_cached(self, writer: Any) -> dict[str, tuple[int, int]]:
+        """The keys placed that `is_cached` still finds: one call each, named
+        together first to a store in another process (SEND_AHEAD_HOOK), so
+        that they travel together instead of a round trip each."""
+        keys = list(self.placed)
+        send = getattr(writer, SEND_AHEAD_HOOK, None) if len(keys) > 1 else None
+        if send is not None:
+            send([("is_cached", {"key": k}) for k in keys])
+        try:
+            return {k: self.placed[k] for k in keys if writer.is_cached(k)}
+        finally:
+            drop = getattr(writer, DROP_AHEAD_HOOK, None) if send is not None else None
+            if drop is not None:
+                drop()  # none left, unless an is_cached raised
 
     def count_reader(self) -> Callable[[int], int] | None:
         """How to read the count of the chunk at a byte address: the store's
@@ -329,6 +373,23 @@ class Driver:
             return Outcome("ok", step())
         except (ValueError, MemoryError, KeyError) as exc:
             return Outcome(classify(action, exc), str(exc))
+
+
+class FreeIds:
+    """free_buf's predicate of the ring model: a chunk may be freed when its
+    id is marked free (whatever its bytes). It says so (FREE_IDS_HOOK): a
+    store in another process is sent the ids rather than asked about each
+    chunk."""
+
+    def __init__(self, ids: set[int]) -> None:
+        self.ids = ids  # the driver's own set: read when the call is made
+
+    def __call__(self, chunk_id: int, _buf: Any) -> bool:
+        return chunk_id in self.ids
+
+    @property
+    def shmref_free_ids(self) -> frozenset[int]:  # FREE_IDS_HOOK
+        return frozenset(self.ids)
 
 
 def _keep(into: list[tuple[int, int]], pair: Any) -> tuple[int, int]:

@@ -29,6 +29,7 @@ from shmref.store.driver import Driver, Outcome
 from shmref.store.values import UNIT
 from shmref.tlc.tlavalues import parse_value
 from shmref.tlc.toolout import Trace
+from shmref.traces.sendahead import SendAhead
 
 
 def read_constants(cfg: Path) -> dict[str, Any]:
@@ -236,19 +237,31 @@ class Replayer:
         self, trace: Trace, name: str = "trace", stop_at_divergence: bool = True
     ) -> ReplayReport:
         report = ReplayReport(name, self.constants, [str(r) for r in self.readers])
+        states = trace.states[1:]
         with self.driver() as driver:
-            for state in trace.states[1:]:
-                action = state.vars["last_action"]
-                outcome = self.perform(driver, action)
-                observed = driver.observe()
-                problems = self.compare(state.vars, observed, action, outcome)
-                report.replayed.append(
-                    Replayed(
-                        state.index, state.vars, action, outcome, observed, problems, driver.unit
+            ahead = SendAhead(driver, trace.states, self.readers, step_call, stop_at_divergence)
+            try:
+                for at, state in enumerate(states):
+                    ahead.before(at)  # a store program: the next calls sent together
+                    action = state.vars["last_action"]
+                    outcome = self.perform(driver, action)
+                    observed = driver.observe()
+                    problems = self.compare(state.vars, observed, action, outcome)
+                    report.replayed.append(
+                        Replayed(
+                            state.index,
+                            state.vars,
+                            action,
+                            outcome,
+                            observed,
+                            problems,
+                            driver.unit,
+                        )
                     )
-                )
-                if problems and stop_at_divergence:
-                    break
+                    if problems and stop_at_divergence:
+                        break
+            finally:
+                ahead.drop()
         return report
 
     # -- one step ------------------------------------------------------------------

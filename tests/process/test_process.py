@@ -120,12 +120,37 @@ PUT: dict[str, Any] = {
         # a carried ring state with a field missing, or one too many
         {"type": "reply", "in_reply_to": 1, "result": None, "ring_state": {"ID_MAX": 5}},
         {"type": "reply", "in_reply_to": 1, "result": None, "ring_state": {**STATE, "lap": 1}},
+        # free_buf's ids: integers, each once
+        {
+            "type": "request",
+            "id": 1,
+            "op": "free_buf",
+            "object": "r1",
+            "nbytes": 8,
+            "free_ids": [1, 1],
+        },
+        {
+            "type": "request",
+            "id": 1,
+            "op": "free_buf",
+            "object": "r1",
+            "nbytes": 8,
+            "free_ids": ["1"],
+        },
         {
             "type": "hello",
             "protocol": 2,
             "name": "x",
             "roles": ["writer"],
             "capabilities": ["reply.ring_state"],  # without the ring's positions
+            "reader_lock": "oracle",
+        },
+        {
+            "type": "hello",
+            "protocol": 2,
+            "name": "x",
+            "roles": ["writer"],
+            "capabilities": ["request.pipeline"],  # without the ring's state in its replies
             "reader_lock": "oracle",
         },
     ],
@@ -411,7 +436,7 @@ def test_an_entry_another_process_makes_during_a_request_is_not_the_programs() -
     makes while a request is in flight, and drops (without unlinking it)
     before the test ends, is not the program's: the ledger asks who holds
     it when the request ends, not only when the test ends."""
-    from shmref.process import segments
+    from shmref.process import segments, shmwatch
 
     program = subprocess.Popen(["sleep", "60"])  # the "program": it makes nothing
     foreign = subprocess.Popen(
@@ -420,10 +445,10 @@ def test_an_entry_another_process_makes_during_a_request_is_not_the_programs() -
     assert foreign.stdin is not None and foreign.stdout is not None
     ledger = segments.Ledger()
     ledger.pid = program.pid
-    before = segments.names()  # the request starts
+    before = shmwatch.window()  # the request starts
     name = foreign.stdout.readline().strip()
     try:
-        ledger.note(before)  # the request ends: the foreign process holds its entry
+        ledger.note(before.created())  # the request ends: the foreign process holds its entry
         foreign.stdin.write("\n")
         foreign.stdin.flush()
         assert foreign.stdout.readline().strip() == "dropped"

@@ -1,9 +1,16 @@
 """The round trips a replay costs a store program (docs/protocol.md,
-Capabilities: `reply.ring_state`): a program that carries its ring's state
-in each reply is not asked for it after every step, and gets the same
-verdict; a program that says it carries the state and carries a wrong one
-is caught by the replay, a malformed one or one it did not offer is a
-protocol error in one line."""
+Capabilities: `reply.ring_state`, `request.pipeline`, `request.free_ids`).
+
+A program that carries its ring's state in each reply is not asked for it
+after every step; one that takes requests ahead gets a ring trace's calls a
+window at a time; one that takes free_buf's ids is asked nothing about each
+chunk: the same verdicts in a few writes instead of a round trip a step.
+And each can fail: a wrong state is caught by the replay, a malformed one or
+one not offered is a protocol error in one line, a reply sent ahead without
+its state too, a program that ignores the ids diverges, and what a program
+does with requests the replay sent ahead and never asked for (it stopped at
+a divergence), a crash included, is nobody's.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from shmref.core.paths import SPEC_DIR
-from shmref.process.messages import ProtocolError, hello_problem
+from shmref.process import SCHEMA_PATH, channel
+from shmref.process.ahead import AheadMismatch
+from shmref.process.messages import ProgramFailure, ProtocolError, hello_problem
 from shmref.seed.impl import load_impl
 from shmref.traces import shipped
 from shmref.traces.replay import Replayer
@@ -98,3 +108,160 @@ def test_the_state_is_offered_only_with_the_positions() -> None:
     problem = hello_problem({**HELLO, "capabilities": [*POSITIONS[1:], "reply.ring_state"]})
     assert "reply.ring_state needs the ring's positions" in problem
     assert "ring.data_buffer_start missing" in problem
+
+
+def test_the_calls_go_ahead_only_with_the_ring_state() -> None:
+    offered = [*POSITIONS, "reply.ring_state", "request.pipeline", "request.free_ids"]
+    assert hello_problem({**HELLO, "capabilities": offered}) == ""
+    problem = hello_problem({**HELLO, "capabilities": [*POSITIONS, "request.pipeline"]})
+    assert "request.pipeline needs reply.ring_state" in problem
+
+
+def writes_of(impl: Any) -> list[int]:
+    """Counts each write to the program's stdin (a list: the count at [0])."""
+    prog, count = impl.PROGRAM, [0]
+    write = prog.write
+
+    def counted(*args: Any) -> None:
+        count[0] += 1
+        write(*args)
+
+    prog.write = counted
+    return count
+
+
+def test_a_ring_trace_goes_ahead_in_a_few_writes_with_the_same_verdicts(tmp_path: Path) -> None:
+    traces = shipped.corpus("MCRing")[:20]
+    verdicts, writes, logs = {}, {}, {}
+    for spec in (SERVE, f"{SERVE} --plain"):
+        impl = load_impl(spec)
+        count = writes_of(impl)
+        impl.PROGRAM.log = logs[spec] = str(tmp_path / f"{len(logs)}.jsonl")
+        try:
+            replayer = Replayer(impl, SPEC_DIR / "MCRing.cfg")
+            verdicts[spec] = [replayer.replay(t).table() for t in traces]
+        finally:
+            impl.PROGRAM.log = None
+            del impl.PROGRAM.write
+        writes[spec] = count[0]
+    assert verdicts[SERVE] == verdicts[f"{SERVE} --plain"]
+    assert all("all steps match" in table for table in verdicts[SERVE])
+    steps = sum(len(t.states) - 1 for t in traces)
+    assert writes[f"{SERVE} --plain"] > steps  # a request (and an answer) a time
+    assert writes[SERVE] < steps / 5  # a window a write, and the ring made and closed
+    sent = [json.loads(line)["msg"] for line in Path(logs[SERVE]).read_text().splitlines()]
+    schema = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+    for message in sent:  # free_ids, ring states: every message as the schema says
+        schema.validate(message)
+    assert not [m for m in sent if m["type"] in ("callback", "answer")]  # free_ids: asked nothing
+    assert [m for m in sent if m.get("op") == "free_buf" and "free_ids" in m]
+
+
+def test_a_divergence_drops_what_was_sent_ahead() -> None:
+    impl = load_impl(f"exec:{BROKEN} lying_state 1000000")
+    replayer = Replayer(impl, SPEC_DIR / "MCRing.cfg")
+    report = replayer.replay(shipped.corpus("MCRing")[1])
+    assert len(report.replayed) == 1 and not report.ok  # its first step: the rest was sent ahead
+    prog = impl.PROGRAM
+    assert not prog.ahead and not prog.dead
+    ring = impl.SingleWriterShmRingBuffer(1024, create=True)  # the same copy goes on
+    try:
+        assert ring.allocate_buf(40) == (0, 0)
+        assert impl.PROGRAM is prog
+    finally:
+        ring.close()
+
+
+def test_a_crash_on_a_request_nobody_asked_for_is_nobodys() -> None:
+    """It lies at its first step (the replay diverges there) and aborts at its
+    first allocate_buf, a step the replay never takes: one at a time, it was
+    never sent. Sent ahead, its crash is not the property's: the copy is
+    stopped quietly, and the next request starts another."""
+    spec = f"exec:{BROKEN} lie_then_abort 1"
+    impl = load_impl(spec)
+    prog = impl.PROGRAM
+    report = Replayer(impl, SPEC_DIR / "MCRing.cfg").replay(shipped.corpus("MCRing")[1])
+    assert len(report.replayed) == 1 and not report.ok, report.table()
+    assert prog.dead and prog.stopped_quietly and prog.failure is None and not prog.removed
+    assert prog not in [p for p in channel._PROGRAMS.values() if p.failure is not None]
+    ring = impl.SingleWriterShmRingBuffer(1024, create=True)  # another copy
+    try:
+        assert ring._prog is not prog and not ring._prog.dead
+    finally:
+        ring.close()
+
+
+def test_a_reply_sent_ahead_without_its_state_is_a_protocol_error() -> None:
+    impl = load_impl(f"exec:{BROKEN} stateless 1000000")
+    with pytest.raises(ProgramFailure, match=r"request \d+, sent ahead \(request.pipeline\), carr"):
+        Replayer(impl, SPEC_DIR / "MCRing.cfg").replay(shipped.corpus("MCRing")[1])
+
+
+def test_a_program_that_keeps_what_free_ids_name_diverges() -> None:
+    impl = load_impl(f"exec:{BROKEN} keeps_free_ids 1000000")
+    reports = [Replayer(impl, SPEC_DIR / "MCRing.cfg").replay(t) for t in shipped.corpus("MCRing")]
+    problems = [p for r in reports for s in r.replayed for p in s.problems]
+    assert any(p.startswith("freed ids []") for p in problems), problems[:3]
+
+
+def test_another_call_than_the_one_sent_ahead_is_the_oracles_mistake() -> None:
+    impl = load_impl(SERVE)
+    ring = impl.SingleWriterShmRingBuffer(1024, create=True)
+    try:
+        assert ring.shmref_send_ahead([("allocate_buf", {"size": 8}), ("clear", {})]) == 2
+        assert ring.allocate_buf(8) == (0, 0)  # the first sent ahead
+        with pytest.raises(AheadMismatch, match="asked for allocate_buf .* while clear"):
+            ring.allocate_buf(8)
+        ring.shmref_drop_ahead()  # the clear, dropped (the program made it: ids go on)
+        assert ring.allocate_buf(8) == (0, 1)
+    finally:
+        ring.close()
+
+
+def test_an_observation_asks_is_cached_of_every_key_in_one_write() -> None:
+    from shmref.store.driver import Driver
+
+    seen, writes = {}, {}
+    for spec in (SERVE, f"{SERVE} --plain"):
+        impl = load_impl(spec)
+        with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
+            for key in ("a", "b", "c", "d", "e"):
+                assert driver.put(key, 2).status == "ok"  # e reclaims a and b
+            count = writes_of(impl)
+            try:
+                seen[spec] = driver.observe()
+            finally:
+                del impl.PROGRAM.write
+            writes[spec] = count[0]
+    assert seen[SERVE] == seen[f"{SERVE} --plain"]
+    assert sorted(seen[SERVE]["key_index"]) == ["c", "d", "e"]
+    # plain: ring_state, then is_cached of each key placed; else those, in one write
+    assert (writes[SERVE], writes[f"{SERVE} --plain"]) == (1, 6)
+
+
+def test_a_finalizers_close_waits_for_the_requests_sent_ahead() -> None:
+    """The garbage collector may close a dropped ring (its finalizer) at any
+    allocation, in the middle of writing requests ahead too: that close is
+    sent once their replies are read, never between them (it would take an
+    id, or a reply, that is theirs)."""
+    impl = load_impl(SERVE)
+    prog = impl.PROGRAM
+    ring = impl.SingleWriterShmRingBuffer(1024, create=True)
+    dropped = impl.SingleWriterShmRingBuffer(1024, create=True)
+    dropped._closed = True  # its finalizer's close is the one below
+    record = prog.record
+
+    def collector_runs(direction: str, message: Any) -> None:
+        if message.get("op") == "allocate_buf" and not prog.deferred:
+            prog.close_later(dropped._id)
+        record(direction, message)
+
+    prog.record = collector_runs
+    try:
+        assert ring.shmref_send_ahead([("allocate_buf", {"size": 8})] * 2) == 2
+        assert prog.deferred == [dropped._id]
+        assert [ring.allocate_buf(8), ring.allocate_buf(8)] == [(0, 0), (16, 1)]
+        assert prog.deferred == []  # sent now, after both replies
+    finally:
+        del prog.record
+        ring.close()

@@ -12,6 +12,9 @@ shmref.process.serve) with one fault.
       lying_state     offers reply.ring_state and carries a wrong one (data_buffer_end + 16)
       bad_state       offers reply.ring_state and carries one with a field that is no integer
       unoffered_state carries ring_state without offering reply.ring_state
+      lie_then_abort  as lying_state, and os.abort() on its Nth allocate_buf
+      stateless       offers reply.ring_state and request.pipeline, carries no ring_state
+      keeps_free_ids  offers request.free_ids and frees nothing a free_buf's ids name
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ class Broken(Server):
 
     def ring_state_of(self, target: Any) -> dict[str, int] | None:
         state = Server.ring_state_of(self, target)
-        if state is not None and self.mode == "lying_state":
+        if self.mode == "stateless":
+            return None
+        if state is not None and self.mode in ("lying_state", "lie_then_abort"):
             state["data_buffer_end"] += 16  # one unit of the replay's ring
         if state is not None and self.mode == "bad_state":
             state["ID_MAX"] = str(state["ID_MAX"])  # type: ignore[assignment]
@@ -40,7 +45,8 @@ class Broken(Server):
 
     def send(self, message: dict[str, Any]) -> None:
         if message.get("type") == "hello" and self.mode == "unoffered_state":
-            caps = [c for c in message["capabilities"] if c != "reply.ring_state"]
+            unoffered = ("reply.ring_state", "request.pipeline")  # the second needs the first
+            caps = [c for c in message["capabilities"] if c not in unoffered]
             message = {**message, "capabilities": caps}  # and carries it all the same
         if message.get("type") == "reply":
             self.requests += 1
@@ -62,6 +68,12 @@ class Broken(Server):
             self.gets += 1
             if self.gets == self.nth:
                 os.abort()
+        if op == "allocate_buf" and self.mode == "lie_then_abort":
+            self.gets += 1
+            if self.gets == self.nth:
+                os.abort()
+        if op == "free_buf" and self.mode == "keeps_free_ids" and "free_ids" in raw:
+            raw = {**raw, "free_ids": []}
         return super().handle(op, raw, a)
 
 

@@ -156,3 +156,28 @@ def test_seed_machine_kills_seed_mutants(seed_module: types.ModuleType, mutant: 
         assert all(isinstance(e, AssertionError) for e in group.exceptions), group.exceptions
         return
     pytest.fail(f"the [seed] machine did not catch seed mutant {mutant}")
+
+
+def test_the_invariants_observe_once_per_step() -> None:
+    """Both invariants read one observation per step: an observation asks
+    `is_cached` of every key placed, and on a store program (docs/protocol.md)
+    each of those is a round trip."""
+    import refimpl
+
+    machine = machine_for(refimpl, **level_overrides("fixed"))()
+    observe, calls = machine.driver.observe, []
+
+    def counted() -> dict[str, Any]:
+        calls.append(1)
+        return observe()
+
+    machine.driver.observe = counted
+    try:
+        for expected, step in ((1, None), (2, ("put", "a", 1)), (3, ("put", "b", 2))):
+            if step is not None:
+                machine.step(*step)
+            machine.implementation_state_matches_model()
+            machine.live_chunks_are_disjoint_fifo_and_in_range()
+            assert len(calls) == expected
+    finally:
+        machine.teardown()

@@ -1,4 +1,4 @@
-//! shmref's process protocol (docs/protocol.md, version 1): one JSON object
+//! shmref's process protocol (docs/protocol.md, version 2): one JSON object
 //! a line on stdin and stdout. The program names its rings ("r1"), storages
 //! ("s1") and reads in flight ("g1"); arguments arrive as the caller's
 //! values and are converted the way the seed's Python would take them.
@@ -31,7 +31,8 @@ pub fn hello() -> Value {
         "storage.get_begin", "storage.get_copy", "storage.get_end",
         "ring.data_buffer_start", "ring.data_buffer_end", "ring.monotonic_id_start", "ring.monotonic_id_end",
         "ring.ID_MAX", "ring.allocate_buf", "ring.access_buf", "ring.free_buf", "ring.int2byte",
-        "ring.byte2int", "ring.get_auth_secret", "bench",
+        "ring.byte2int", "ring.get_auth_secret", "bench", "reply.ring_state", "request.pipeline",
+        "request.free_ids",
     ];
     obj(vec![
         ("type", s("hello")),
@@ -124,6 +125,19 @@ fn sig_arg(v: &Value) -> SigArg {
     }
 }
 
+/// What `ring_state` answers, and what every reply to a request on a ring or
+/// a storage carries (the capability reply.ring_state): the oracle compares
+/// the ring's positions after each step without asking.
+fn state_value(ring: &Ring) -> Value {
+    obj(vec![
+        ("data_buffer_start", Value::Int(ring.data_buffer_start)),
+        ("data_buffer_end", Value::Int(ring.data_buffer_end)),
+        ("monotonic_id_start", Value::Int(ring.monotonic_id_start)),
+        ("monotonic_id_end", Value::Int(ring.monotonic_id_end)),
+        ("ID_MAX", Value::Int(ring.id_max)),
+    ])
+}
+
 fn sig_value(sig: &[u8]) -> Value {
     Value::Arr(sig.iter().map(|b| Value::Int(*b as i128)).collect())
 }
@@ -189,7 +203,7 @@ impl<R: BufRead, W: Write> Server<R, W> {
                 Some(Value::Int(i)) if req.get("type") == Some(&Value::Str("request".into())) => *i,
                 _ => return Err(format!("not a request: {}", line.trim_end())),
             };
-            let reply = match self.dispatch(id, &req) {
+            let mut reply = match self.dispatch(id, &req) {
                 Ok(result) => obj(vec![("type", s("reply")), ("in_reply_to", Value::Int(id)), ("result", result)]),
                 Err(e) if e.kind == "ProtocolError" => return Err(e.message),
                 Err(e) => obj(vec![
@@ -198,12 +212,26 @@ impl<R: BufRead, W: Write> Server<R, W> {
                     ("error", obj(vec![("kind", s(e.kind)), ("message", Value::Str(e.message))])),
                 ]),
             };
+            if let (Some(state), Value::Obj(fields)) = (self.ring_state_of(&req), &mut reply) {
+                fields.push(("ring_state".to_string(), state));
+            }
             self.send(&reply).map_err(|e| e.to_string())?;
         }
         self.reads.clear();
         self.storages.clear();
         self.rings.clear();
         Ok(())
+    }
+
+    /// The state of the request's ring (its target, or its target's ring)
+    /// after the request; None for a constructor or an id it never gave.
+    fn ring_state_of(&self, req: &Value) -> Option<Value> {
+        let target = req.get("object")?.as_str()?;
+        let ring = match self.rings.get(target) {
+            Some(ring) => ring,
+            None => self.rings.get(&self.storages.get(target)?.ring)?,
+        };
+        Some(state_value(ring))
     }
 
     fn dispatch(&mut self, id: i128, req: &Value) -> Result<Value> {
@@ -300,9 +328,20 @@ impl<R: BufRead, W: Write> Server<R, W> {
                 Some(Value::Null) | None => None,
                 Some(_) => Some(int_arg(req, "nbytes")?),
             };
+            // request.free_ids: the ids the oracle's predicate frees, sent along; nothing to ask
+            let free_ids: Option<Vec<i128>> = match req.get("free_ids") {
+                Some(Value::Arr(items)) => Some(items.iter().filter_map(|v| match v {
+                    Value::Int(i) => Some(*i),
+                    _ => None,
+                }).collect()),
+                _ => None,
+            };
             let mut ring = self.rings.remove(target).expect("checked");
             let (input, output) = (&mut self.input, &mut self.output);
-            let res = ring.free_buf(&mut |_, chunk_id, view| ask_is_free(input, output, id, chunk_id, view), nbytes);
+            let res = match &free_ids {
+                Some(ids) => ring.free_buf(&mut |_, chunk_id, _view| Ok(ids.contains(&chunk_id)), nbytes),
+                None => ring.free_buf(&mut |_, chunk_id, view| ask_is_free(input, output, id, chunk_id, view), nbytes),
+            };
             self.rings.insert(target.to_string(), ring);
             return res.map(|ids| Value::Arr(ids.into_iter().map(Value::Int).collect()));
         }
@@ -336,13 +375,7 @@ impl<R: BufRead, W: Write> Server<R, W> {
             }
             "int2byte" => Value::Str(b64encode(&int2byte(int_arg(req, "integer")?)?)),
             "byte2int" => Value::Int(byte2int(&bytes_arg(req.get("data").unwrap_or(&Value::Null), "data")?)),
-            "ring_state" => obj(vec![
-                ("data_buffer_start", Value::Int(ring.data_buffer_start)),
-                ("data_buffer_end", Value::Int(ring.data_buffer_end)),
-                ("monotonic_id_start", Value::Int(ring.monotonic_id_start)),
-                ("monotonic_id_end", Value::Int(ring.monotonic_id_end)),
-                ("ID_MAX", Value::Int(ring.id_max)),
-            ]),
+            "ring_state" => state_value(ring),
             "set_id_max" => {
                 ring.id_max = int_arg(req, "value")?;
                 Value::Null
