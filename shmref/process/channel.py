@@ -105,7 +105,7 @@ class Program(Lines):
         self.in_flight = 0  # requests of this thread not yet answered (nested: a finalizer's)
         self.deferred: list[str] = []  # objects a finalizer closed during a request
         self.lock = threading.RLock()
-        self.pending = b""
+        self.pending = bytearray()
         self.next_id = 0
         self.generation = 0  # requests that may change state (ring states are cached by it)
         self.states = RingStates()  # each ring's last known state (reply.ring_state)

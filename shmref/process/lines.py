@@ -43,7 +43,7 @@ class Lines:
 
     process: subprocess.Popen[bytes]
     spec: str
-    pending: bytes
+    pending: bytearray  # read and not yet taken: appended in place, taken from the front
     overflow: str  # set when its stderr passed the limit
     max_line: int
     timeout: float  # seconds a request may take
@@ -146,8 +146,10 @@ class Lines:
                         f"waited for {waiting_for}{tail}"
                     )
                 )
-            self.pending += chunk
-        line, _, self.pending = self.pending.partition(b"\n")
+            self.pending += chunk  # in place: a long line is not copied once per chunk
+        end = self.pending.index(b"\n")
+        line = bytes(self.pending[:end])
+        del self.pending[: end + 1]  # from the front, without moving what follows
         if len(line) > self.max_line:
             self.fail(
                 ProtocolError(

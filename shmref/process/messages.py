@@ -69,8 +69,8 @@ class ProtocolError(ProgramFailure):
     status = "ERROR"
 
 
-def short(line: bytes | str, limit: int = 200) -> str:
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+def short(line: bytes | bytearray | str, limit: int = 200) -> str:
+    text = line if isinstance(line, str) else line.decode("utf-8", "replace")
     text = text.rstrip("\n")
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
