@@ -68,7 +68,7 @@ def _replay_until_failure(impl: ModuleType, model: str, traces: list[tlc.Trace])
     start = time.perf_counter()
     for i, trace in enumerate(traces):
         report = replayer.replay(trace, f"{model} #{i}")
-        steps += len(report.steps)
+        steps += len(report.replayed)  # counted, not drawn
         if not report.ok:
             return {
                 "caught": True,
@@ -193,7 +193,7 @@ def edge_coverage(config: ReplayConfig) -> dict[str, Any]:
         report = replayer.replay(tlc.path_to_trace(graph, path), "MCRing edge path")
         if not report.ok:
             raise RuntimeError(report.table())
-        steps += len(report.steps)
+        steps += len(report.replayed)  # counted, not drawn
         replayed.append(path)
         now = time.perf_counter()
         if config.edge_seconds is not None and now - started > config.edge_seconds:

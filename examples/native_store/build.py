@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -159,15 +160,31 @@ def _fds_to(log: IO[str]) -> Iterator[None]:
             os.close(fd)
 
 
+@contextlib.contextmanager
+def _one_build_at_a_time() -> Iterator[None]:
+    """Builds started together (two test workers, a make target beside them)
+    take turns: cffi writes its intermediate files under fixed names in
+    build/, and the second finds the first's extensions up to date instead
+    of compiling them again."""
+    BUILD_DIR.mkdir(exist_ok=True)
+    with open(BUILD_DIR / ".lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", action="store_true", help="also build every mutant")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = parser.parse_args(argv)
     try:
-        for variant in VARIANTS if args.mutants else ("core",):
-            path = build(variant, args.force)
-            print(f"native_store: {variant}: {path.relative_to(HERE)}")
+        with _one_build_at_a_time():
+            for variant in VARIANTS if args.mutants else ("core",):
+                path = build(variant, args.force)
+                print(f"native_store: {variant}: {path.relative_to(HERE)}")
     except BuildError as exc:
         print(exc, file=sys.stderr)
         return 1

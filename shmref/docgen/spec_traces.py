@@ -39,7 +39,7 @@ from shmref.oracle.hazards import HAZARDS
 from shmref.tlc.manifest import model_files
 from shmref.traces.recording import Recording
 from shmref.traces.replay import describe, read_constants
-from shmref.traces.shipped import MANIFEST_NAME, TRACES_DIR, model_digest
+from shmref.traces.shipped import MANIFEST_NAME, TRACES_DIR, file_digest, model_digest
 from shmref.traces.tracecheck import call_of, run_log
 
 SIMULATED = 5  # counterexamples from -simulate per model, besides the BFS one
@@ -370,7 +370,21 @@ def graph_entry(model: str, folder: Path) -> dict[str, Any]:
         "file": str(file.relative_to(folder)),
         "made": "TLC -dump dot,actionlabels",
         "states": states,
+        "walks": make_walks(model, file),
     }
+
+
+def make_walks(model: str, graph_file: Path) -> str:
+    """The walks that cover every edge of the graph in `graph_file`, beside it
+    (its name relative to the traces folder): edge indices, and the graph's digest."""
+    text = lzma.decompress(graph_file.read_bytes()).decode("utf-8")
+    graph = tlc.parse_dot_text(text, str(graph_file))
+    index = {edge: i for i, edge in enumerate(graph.edges)}
+    walks = [[index[edge] for edge in walk] for walk in tlc.covering_paths(graph)]
+    data = {"graph": file_digest(graph_file), "walks": walks}
+    file = graph_file.with_name(f"{model}.walks.json.xz")
+    file.write_bytes(lzma.compress(json.dumps(data, separators=(",", ":")).encode(), preset=9))
+    return str(file.relative_to(graph_file.parent.parent))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -48,7 +48,7 @@ def replay_all(impl, model: str, traces: list[tlc.Trace]) -> tuple[int, list[str
     steps, failures = 0, list[str]()
     for i, trace in enumerate(traces):
         report = replayer.replay(trace, f"{model} simulation #{i}")
-        steps += len(report.steps)
+        steps += len(report.replayed)  # counted, not drawn
         if not report.ok:
             if not failures and report.timeline is not None:
                 sink.save(report.timeline)  # the report draws the first divergence
@@ -72,14 +72,13 @@ def test_simulation_corpus_replays(impl, corpus, model):
 @pytest.mark.slow
 def test_allocator_state_graph_every_edge(impl):
     """Paths through MCRing's whole state graph that cover every edge."""
-    graph = shipped.state_graph("MCRing")  # TLC -dump dot, shipped
-    paths = tlc.covering_paths(graph)
+    graph, paths = shipped.state_graph_walks("MCRing")  # TLC -dump dot and its walks, shipped
     coverage = tlc.edge_coverage(graph, paths)
     replayer = Replayer(impl, SPEC_DIR / "MCRing.cfg")
     started, steps = time.monotonic(), 0
     for path in paths:
         report = replayer.replay(tlc.path_to_trace(graph, path), "MCRing edge path")
-        steps += len(report.steps)
+        steps += len(report.replayed)  # counted, not drawn
         if not report.ok and report.timeline is not None:
             sink.save(report.timeline)
         assert report.ok, report.table()

@@ -264,6 +264,33 @@ def state_graph(model: str, folder: Path = TRACES_DIR) -> tlc.StateGraph:
     return tlc.parse_dot_text(text, str(path))
 
 
+def state_graph_walks(
+    model: str, folder: Path = TRACES_DIR
+) -> tuple[tlc.StateGraph, list[list[tlc.Edge]]]:
+    """A model's shipped state graph and the walks that take its every edge
+    (tlc.covering_paths, made with the graph: 4 s of search that no run
+    repeats). The walks name edges by their place in the graph's edge list
+    and carry the digest of the graph file they were made from."""
+    entry = _entry("graphs", model, folder)
+    graph = state_graph(model, folder)
+    if "walks" not in entry:
+        raise ShippedError(f"the shipped graph of {model} has no covering walks: run `{REMAKE}`")
+    path = folder / entry["walks"]
+    try:
+        data = json.loads(lzma.decompress(path.read_bytes()))
+        walks = [[graph.edges[i] for i in walk] for walk in data["walks"]]
+        made_from = data["graph"]
+    except (OSError, lzma.LZMAError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ShippedError(f"{path}: cannot be read ({exc!r}): run `{REMAKE}`") from None
+    if made_from != file_digest(folder / entry["file"]):
+        raise ShippedError(f"{path} was made from another graph of {model}: run `{REMAKE}`")
+    return graph, walks
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 def describe(folder: Path = TRACES_DIR) -> Mapping[str, Any]:
     """The manifest, for tools that list what ships."""
     return manifest(folder)

@@ -5,6 +5,7 @@ per hazard, and one status per store whichever counterexample it is judged on.""
 from __future__ import annotations
 
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import refimpl
+from shmref import tlc
 from shmref.core.levels import ASSUMPTION, FAIL, PASS
 from shmref.core.paths import SPEC_DIR
 from shmref.oracle.hazardcheck import hazard_check, hazard_counterexamples
@@ -73,6 +75,35 @@ def test_the_corpora_and_the_graph_are_tlcs_own() -> None:
         assert len(traces) == entry["traces"] and all(t.states for t in traces), name
     graph = shipped.state_graph("MCRing")
     assert len(graph.states) == shipped.manifest()["graphs"]["MCRing"]["states"]
+
+
+def test_the_shipped_walks_are_what_covering_paths_makes_of_the_shipped_graph() -> None:
+    """The walks the state-graph property replays are tlc.covering_paths' of
+    the shipped graph today (a change to the search, or a graph made again,
+    needs `make spec-traces`), and they take every edge."""
+    graph, walks = shipped.state_graph_walks("MCRing")
+    assert walks == tlc.covering_paths(graph)
+    assert tlc.edge_coverage(graph, walks) == 1.0
+
+
+def _copy_of_the_traces(tmp_path: Path) -> Path:
+    """The shipped folder with its spec beside it (entries' digests are of it)."""
+    spec = tmp_path / "spec"
+    shutil.copytree(SPEC_DIR, spec)
+    return spec / "traces"
+
+
+def test_walks_made_from_another_graph_are_refused(tmp_path: Path) -> None:
+    folder = _copy_of_the_traces(tmp_path)
+    entry = json.loads((folder / "manifest.json").read_text())["graphs"]["MCRing"]
+    graph_file = folder / entry["file"]
+    text = lzma.decompress(graph_file.read_bytes())  # the same graph, compressed otherwise
+    graph_file.write_bytes(lzma.compress(text, preset=1))
+    with pytest.raises(shipped.ShippedError, match="made from another graph of MCRing"):
+        shipped.state_graph_walks("MCRing", folder)
+    (folder / entry["walks"]).write_bytes(b"not xz")
+    with pytest.raises(shipped.ShippedError, match="cannot be read.*make spec-traces"):
+        shipped.state_graph_walks("MCRing", folder)
 
 
 def test_a_users_counterexample_that_does_not_parse_is_one_line(tmp_path: Path) -> None:
