@@ -112,6 +112,11 @@ def first_error(text: str) -> str:
 
 def build(variant: str, force: bool = False) -> Path:
     """Compile one variant (if stale) and return the extension's path."""
+    with _one_build_at_a_time():
+        return _build(variant, force)
+
+
+def _build(variant: str, force: bool) -> Path:
     if not force and up_to_date(variant):
         path = built_path(variant)
         assert path is not None
@@ -163,9 +168,9 @@ def _fds_to(log: IO[str]) -> Iterator[None]:
 @contextlib.contextmanager
 def _one_build_at_a_time() -> Iterator[None]:
     """Builds started together (two test workers, a make target beside them)
-    take turns: cffi writes its intermediate files under fixed names in
-    build/, and the second finds the first's extensions up to date instead
-    of compiling them again."""
+    take turns: cffi writes a variant's files under fixed names in build/ (a
+    test imported a half-written extension once), and the second finds the
+    first's extension up to date instead of compiling it again."""
     BUILD_DIR.mkdir(exist_ok=True)
     with open(BUILD_DIR / ".lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -181,10 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = parser.parse_args(argv)
     try:
-        with _one_build_at_a_time():
-            for variant in VARIANTS if args.mutants else ("core",):
-                path = build(variant, args.force)
-                print(f"native_store: {variant}: {path.relative_to(HERE)}")
+        for variant in VARIANTS if args.mutants else ("core",):
+            path = build(variant, args.force)
+            print(f"native_store: {variant}: {path.relative_to(HERE)}")
     except BuildError as exc:
         print(exc, file=sys.stderr)
         return 1
