@@ -62,12 +62,17 @@ def held_among(files: set[FileId] | None, pids: Iterable[str]) -> set[FileId]:
     return held
 
 
-def holders(files: set[FileId] | None, pids: Iterable[str]) -> Iterator[tuple[str, set[FileId]]]:
+def holders(
+    files: set[FileId] | None, pids: Iterable[str], descriptors_first: bool = False
+) -> Iterator[tuple[str, set[FileId]]]:
     """Each of `pids` that holds some of `files` (None: any /dev/shm file),
     with what it holds; no further once all of `files` are found. Looking
     for given files, every process's mappings are read before any process's
     descriptors (a holder maps what it holds, mostly: reading descriptors
-    costs a look at each of them)."""
+    costs a look at each of them), or the other way round (`descriptors_first`:
+    for a program and its kin, which have few descriptors and keep a segment's
+    open while it is theirs, mostly: a Python program's maps are thousands of
+    lines, read after every request that made a segment)."""
     if files is None:
         for pid in pids:
             found = mapped_by(pid, None) | opened_by(pid, None)
@@ -75,7 +80,7 @@ def holders(files: set[FileId] | None, pids: Iterable[str]) -> Iterator[tuple[st
                 yield pid, found
         return
     left, order = set(files), list(pids)
-    for look in (mapped_by, opened_by):
+    for look in (opened_by, mapped_by) if descriptors_first else (mapped_by, opened_by):
         for pid in order:
             if not left:
                 return
@@ -177,7 +182,7 @@ def created_by(pid: int, candidates: Iterable[str], kin: set[str] | None = None)
         return []
     kin = set() if kin is None else kin
     held_by_us: set[FileId] = set()
-    for holder, found in holders(set(inodes), [str(pid), *sorted(kin)]):
+    for holder, found in holders(set(inodes), [str(pid), *sorted(kin)], descriptors_first=True):
         if holder == str(pid) or descends(holder, pid):
             held_by_us |= found
         else:

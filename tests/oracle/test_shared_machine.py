@@ -57,6 +57,18 @@ def statuses(report: dict[str, object]) -> dict[str, str]:
     return {c["name"]: c["status"] for body in levels.values() for c in body["checks"]}
 
 
+def crashed(report: dict[str, object]) -> list[tuple[str, str]]:
+    """The properties that got CRASH, each with the start of its detail."""
+    levels = report["levels"]
+    assert isinstance(levels, dict)
+    return [
+        (c["name"], c["detail"][:300])
+        for body in levels.values()
+        for c in body["checks"]
+        if c["status"] == "CRASH"
+    ]
+
+
 def removed(report: dict[str, object]) -> str:
     notes = report["not_run"]
     assert isinstance(notes, list)
@@ -114,9 +126,11 @@ def test_two_runs_side_by_side_keep_to_their_own_segments(tmp_path: Path) -> Non
     # its orphan is named in its own report (the property it died in), side by
     # side as alone, and in no other; the third party's in neither
     dying_text, served_text = (json.dumps(report) for report in side_by_side)
-    assert "(removed): misbehaving_" in dying_text and "(removed): misbehaving_" in json.dumps(
-        alone_dying
-    )
+    for name, report in (("side by side", side_by_side[0]), ("alone", alone_dying)):
+        assert "(removed): misbehaving_" in json.dumps(report), (
+            f"the dying store's orphan is not named in its report {name}: "
+            f"{removed(report)!r}; {report['segments']}; {crashed(report)}"
+        )
     assert removed(side_by_side[1]) == "" and "misbehaving_" not in served_text
     assert stray_name not in dying_text + served_text
     # the broken input: on the machine's /dev/shm the third party's orphan is swept, and named
