@@ -39,7 +39,13 @@ from shmref.oracle.hazards import HAZARDS
 from shmref.tlc.manifest import model_files
 from shmref.traces.recording import Recording
 from shmref.traces.replay import describe, read_constants
-from shmref.traces.shipped import MANIFEST_NAME, TRACES_DIR, file_digest, model_digest
+from shmref.traces.shipped import (
+    MANIFEST_NAME,
+    TRACES_DIR,
+    file_digest,
+    model_digest,
+    read_graph,
+)
 from shmref.traces.tracecheck import call_of, run_log
 
 SIMULATED = 5  # counterexamples from -simulate per model, besides the BFS one
@@ -377,8 +383,7 @@ def graph_entry(model: str, folder: Path) -> dict[str, Any]:
 def make_walks(model: str, graph_file: Path) -> str:
     """The walks that cover every edge of the graph in `graph_file`, beside it
     (its name relative to the traces folder): edge indices, and the graph's digest."""
-    text = lzma.decompress(graph_file.read_bytes()).decode("utf-8")
-    graph = tlc.parse_dot_text(text, str(graph_file))
+    graph = read_graph(graph_file)
     index = {edge: i for i, edge in enumerate(graph.edges)}
     walks = [[index[edge] for edge in walk] for walk in tlc.covering_paths(graph)]
     data = {"graph": file_digest(graph_file), "walks": walks}

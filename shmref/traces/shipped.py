@@ -255,8 +255,11 @@ def _trace_order(name: str) -> tuple[str, int, int]:
 
 def state_graph(model: str, folder: Path = TRACES_DIR) -> tlc.StateGraph:
     """A model's whole state graph (TLC's `-dump dot,actionlabels`), shipped."""
-    entry = _entry("graphs", model, folder)
-    path = folder / entry["file"]
+    return read_graph(folder / _entry("graphs", model, folder)["file"])
+
+
+def read_graph(path: Path) -> tlc.StateGraph:
+    """A state graph file as `make spec-traces` writes it (xz-compressed dot)."""
     try:
         text = lzma.decompress(path.read_bytes()).decode("utf-8")
     except (OSError, lzma.LZMAError, UnicodeDecodeError) as exc:

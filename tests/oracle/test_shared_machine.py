@@ -51,22 +51,19 @@ def finish(run: subprocess.Popen[str]) -> dict[str, object]:
     return json.loads(Path(run.args[run.args.index("--out") + 1], "conformance.json").read_text())
 
 
-def statuses(report: dict[str, object]) -> dict[str, str]:
+def checks(report: dict[str, object]) -> list[dict[str, str]]:
     levels = report["levels"]
     assert isinstance(levels, dict)
-    return {c["name"]: c["status"] for body in levels.values() for c in body["checks"]}
+    return [c for body in levels.values() for c in body["checks"]]
+
+
+def statuses(report: dict[str, object]) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in checks(report)}
 
 
 def crashed(report: dict[str, object]) -> list[tuple[str, str]]:
     """The properties that got CRASH, each with the start of its detail."""
-    levels = report["levels"]
-    assert isinstance(levels, dict)
-    return [
-        (c["name"], c["detail"][:300])
-        for body in levels.values()
-        for c in body["checks"]
-        if c["status"] == "CRASH"
-    ]
+    return [(c["name"], c["detail"][:300]) for c in checks(report) if c["status"] == "CRASH"]
 
 
 def removed(report: dict[str, object]) -> str:

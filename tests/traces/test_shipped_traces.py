@@ -106,6 +106,15 @@ def test_walks_made_from_another_graph_are_refused(tmp_path: Path) -> None:
         shipped.state_graph_walks("MCRing", folder)
 
 
+def test_a_graph_without_walks_is_refused(tmp_path: Path) -> None:
+    folder = _copy_of_the_traces(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["graphs"]["MCRing"]["walks"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(shipped.ShippedError, match="MCRing has no covering walks.*spec-traces"):
+        shipped.state_graph_walks("MCRing", folder)
+
+
 def test_a_users_counterexample_that_does_not_parse_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.out"
     bad.write_text("@!@!@STARTMSG 2217:4 @!@!@\n1: <Initial predicate>\n/\\ x = [a |->\n")
