@@ -21,7 +21,7 @@ from typing import Any
 from shmref.core.runconfig import RunConfig, current_run, enter_run
 from shmref.core.vocabulary import exception_named
 from shmref.seed.impl import load_impl
-from shmref.store import splitread
+from shmref.store import racing, splitread
 
 # One context everywhere: spawn gives each reader a fresh interpreter, which is
 # what a vLLM worker is, and avoids inheriting the writer's mappings by fork.
@@ -36,12 +36,20 @@ def _outcome(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
 
 
 def reader_main(
-    impl_name: str, handle: Any, commands: Any, results: Any, run: RunConfig | None = None
+    impl_name: str,
+    handle: Any,
+    commands: Any,
+    results: Any,
+    run: RunConfig | None = None,
+    start: Any = None,
 ) -> None:
     """Serve commands until ("exit",), in the run `run` of the process that
-    started it (a spawned interpreter inherits no module state). Commands:
+    started it (a spawned interpreter inherits no module state); `start` is
+    the barrier it shares with the other readers of a race. Commands:
     ("get", address, id, signature, key)        -> a whole read
-    ("gets", n, address, id, signature, key)    -> n whole reads, back to back
+    ("race", rounds, reads, address, id, signature, key)
+                                                -> rounds x reads whole reads,
+                                                   raced (shmref.store.racing)
     ("begin", address, id, signature, key)      -> first step of a split read
     ("copy",) / ("end",)                        -> its next steps
     ("touch", key, address, id, signature)      -> reader-side touch
@@ -61,8 +69,8 @@ def reader_main(
                 break
             if verb == "get":
                 results.put(_outcome(storage.get, *args))
-            elif verb == "gets":
-                results.put(_outcome(read_many, storage, *args))
+            elif verb == "race":
+                results.put(_outcome(race_reads, start, storage, *args))
             elif verb == "begin":
                 outcome = _outcome(
                     functools.partial(splitread.begin, serde_class=serde_class),
@@ -90,12 +98,13 @@ def reader_main(
         close_storage(storage)
 
 
-def read_many(storage: Any, times: int, *handle: Any) -> int:
-    """`times` whole reads of one handle, back to back (a burst that collides
-    with other processes' bursts on the same count); how many were read."""
-    for _ in range(times):
-        storage.get(*handle)
-    return times
+def race_reads(start: Any, storage: Any, rounds: int, reads: int, *handle: Any) -> int:
+    """`rounds` rounds of `reads` whole reads of one handle, back to back,
+    each round started with the other readers of the race by the barrier
+    `start`, so that they collide on the same count; how many were read."""
+    if start is None:
+        raise ValueError("a race needs the readers' barrier: ReaderProcess(..., start=)")
+    return racing.race_with_others(start, rounds, reads, lambda: storage.get(*handle))
 
 
 def close_storage(storage: Any) -> None:
@@ -151,13 +160,17 @@ def verify_many(storage: Any, handles: list[tuple[Any, ...]]) -> tuple[int, list
 class ReaderProcess:
     """A reader process and its two queues; `call` sends one command and waits."""
 
-    def __init__(self, impl_name: str, handle: Any, timeout: float = 60.0) -> None:
+    def __init__(
+        self, impl_name: str, handle: Any, timeout: float = 60.0, start: Any = None
+    ) -> None:
+        """`start`: a barrier (`CTX.Barrier`) shared with the readers this
+        one races, given at spawn (a lock or barrier cannot be sent later)."""
         self.commands = CTX.Queue()
         self.results = CTX.Queue()
         self.timeout = timeout
         self.process = CTX.Process(
             target=reader_main,
-            args=(impl_name, handle, self.commands, self.results, current_run()),
+            args=(impl_name, handle, self.commands, self.results, current_run(), start),
             daemon=True,
         )
         self.process.start()

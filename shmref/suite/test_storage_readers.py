@@ -11,23 +11,26 @@ import signal
 import pytest
 
 from shmref.contract import split_read_missing
-from shmref.store.readers import ReaderProcess
-from shmref.suite import racing
+from shmref.store import racing
+from shmref.store.readers import CTX, ReaderProcess
 from shmref.suite.serde_values import read_back, serde_of, storable
 from shmref.suite.stores import handle_of
 
-# Reads each reader process makes back to back, all processes at once, on
-# one object: a count that is not atomic across processes (a store whose
-# readers lock on their own, "own" behind the process protocol, or C) loses
-# increments where the bursts overlap. Measured: docs/conformance.md, "Races".
-BURST = 400
+# The race across processes: each round the three reader processes read one
+# object RACE_READS times back to back, all released by one barrier
+# (shmref.store.racing). A count that is not atomic across processes (a
+# store whose readers lock on their own, "own" behind the process protocol,
+# or C) loses increments where reads overlap. The chance of a miss, measured
+# per round (python -m bench.races): docs/conformance.md, "Races".
+RACE_ROUNDS, RACE_READS = 16, 2
 
 
 def test_readers_in_other_processes(impl_name, store_factory):
     """Three spawned readers attach by handle, read every object and count;
-    then all three read one object BURST times at once (owed 3 * BURST by
-    get_cached): one read short of that keeps it (none counted twice), the
-    last frees it (none lost)."""
+    then all three race on one object, RACE_ROUNDS rounds of RACE_READS
+    reads, each round at once (owed 3 more reads than that by get_cached):
+    one read short of what is owed keeps it (none counted twice), the last
+    frees it (none lost)."""
     writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
     serde = serde_of(writer)
     values = [
@@ -38,7 +41,8 @@ def test_readers_in_other_processes(impl_name, store_factory):
     for i in range(10):
         writer.put(f"k{i}", values[i])
         handles.append(handle_of(writer, f"k{i}"))
-    readers = [ReaderProcess(impl_name, writer.reader_handle()) for _ in range(3)]
+    start = CTX.Barrier(3)
+    readers = [ReaderProcess(impl_name, writer.reader_handle(), start=start) for _ in range(3)]
     try:
         for reader in readers:
             for handle in handles:
@@ -50,15 +54,17 @@ def test_readers_in_other_processes(impl_name, store_factory):
         writer.free_unused()
         assert not any(writer.is_cached(f"k{i}") for i in range(10))  # all read: all reclaimed
         writer.put("burst", "b" * 100)
-        for _ in range(BURST - 1):
+        raced = RACE_ROUNDS * RACE_READS
+        for _ in range(raced):
             writer.get_cached("burst")  # one more read owed by each reader
         burst = handle_of(writer, "burst")
-        times = [BURST, BURST, BURST - 1]
-        for reader, n in zip(readers, times, strict=True):
-            reader.send("gets", n, *burst)
-        assert [reader.receive() for reader in readers] == [("ok", n) for n in times]
+        for reader in readers:
+            reader.send("race", RACE_ROUNDS, RACE_READS, *burst)
+        assert [reader.receive() for reader in readers] == [("ok", raced)] * 3
+        for reader in readers[:2]:
+            assert reader.call("get", *burst)[0] == "ok"
         writer.free_unused()
-        owed = 3 * BURST
+        owed = 3 * (raced + 1)
         assert writer.is_cached("burst"), f"freed after {owed - 1} of {owed} reads: a double count"
         assert readers[2].call("get", *burst)[0] == "ok"
         writer.free_unused()
@@ -121,7 +127,7 @@ def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_loc
 
 
 # 16 threads, 16 rounds: each round the 16 threads read at once, released by
-# a barrier and interleaved line by line (shmref.suite.racing). The chance
+# a barrier and interleaved line by line (shmref.store.racing). The chance
 # of a miss, measured per round: docs/conformance.md, "Races".
 RACING_THREADS, ROUNDS = 16, 16
 
@@ -129,7 +135,7 @@ RACING_THREADS, ROUNDS = 16, 16
 def test_concurrent_reader_threads_count_exactly(store_factory, attach):
     """The reader lock makes increments from many threads exact, as
     free_unused shows it: with 257 readers owed, 256 reads by 16 threads
-    made to collide (shmref.suite.racing) keep the object (none counted
+    made to collide (shmref.store.racing) keep the object (none counted
     twice), the 257th frees it (none lost)."""
     owed = RACING_THREADS * ROUNDS
     writer = store_factory(n_readers=owed + 1)

@@ -69,7 +69,7 @@ KILLED_BY: dict[str, set[str]] = {
     # increments lost between reader threads: seen through the API (what
     # free_unused reclaims), with no byte read at the seed's offsets; in
     # every run, no retry: the property makes its threads collide
-    # (shmref.suite.racing; docs/conformance.md, "Races")
+    # (shmref.store.racing; docs/conformance.md, "Races")
     "racy_count": {"test_storage_readers.py::test_concurrent_reader_threads_count_exactly"},
 }
 
@@ -208,7 +208,7 @@ def test_unchecked_address_dies_by_sigsegv(built: None) -> None:
 
 CONCURRENT_READS = """
     import importlib, multiprocessing as mp
-    from shmref.suite import racing
+    from shmref.store import racing
     impl = importlib.import_module({module!r})
     ring = impl.SingleWriterShmRingBuffer(4096, create=True)
     writer = impl.SingleWriterShmObjectStorage(1024, 256, ring, reader_lock=mp.Lock())
@@ -230,7 +230,7 @@ CONCURRENT_READS = """
 def test_racy_count_loses_concurrent_increments(built: None) -> None:
     """Through the API only: 256 reads owed, 256 made by 16 threads; the store
     reclaims the object, the racy mutant keeps it (lost increments pin it),
-    in one run: the threads are made to collide (shmref.suite.racing)."""
+    in one run: the threads are made to collide (shmref.store.racing)."""
     store = run_child(CONCURRENT_READS.format(module="native_store"))
     assert store.stdout.split() == ["reclaimed"], store.stderr[-1000:]
     racy = run_child(CONCURRENT_READS.format(module="native_mutants.racy_count"))

@@ -12,7 +12,10 @@ line of the store's code makes the threads advance in near lockstep, so two
 of them sit between reading the count and writing it back many times per
 run. A store whose racing section is C that releases the GIL (a cffi or
 ctypes call) is driven by the same lockstep: the threads enter its call
-together. What a miss costs, measured per property: docs/conformance.md,
+together. Across processes (`race_with_others`) the processes run truly in parallel;
+a barrier they share starts each round, and each reads back to back, so
+that their reads collide from the first and keep colliding. What a miss
+costs, measured per property (`python -m bench.races`): docs/conformance.md,
 "Races".
 """
 
@@ -113,3 +116,22 @@ def race(
             thread.join()
     if errors:
         raise errors[0]
+
+
+def race_with_others(start: Any, rounds: int, reads: int, body: Callable[[], None]) -> int:
+    """Run `body` `reads` times back to back in each of `rounds` rounds, each
+    round started when `start` (a barrier shared with the other processes
+    of the race) let all of them go, yielding at every line of the store's
+    code as `race` does. The processes run truly in parallel: the barrier
+    lines up their first reads, and the reads after it keep colliding
+    (a store in C or behind the process protocol runs untraced: the barrier
+    alone lines up its calls). How many reads ran."""
+    for _ in range(rounds):
+        start.wait(BARRIER_TIMEOUT)
+        sys.settrace(_store_frames)
+        try:
+            for _ in range(reads):
+                body()
+        finally:
+            sys.settrace(None)
+    return rounds * reads
