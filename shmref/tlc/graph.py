@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shmref.tlc.tlavalues import TlcError, parse_state
+from shmref.tlc.tlavalues import TlcError, parse_state, parse_value, split_assignment
 from shmref.tlc.toolout import State, Trace
 
 Edge = tuple[str, str, str]
@@ -62,38 +62,162 @@ def parse_dot_text(text: str, path: str) -> StateGraph:
     """A ``-dump dot,actionlabels`` file's text; `path` names it in errors."""
     if "digraph" not in text:
         raise TlcError(f"{path}: not a Graphviz digraph")
-    states: dict[str, dict[str, Any]] = {}
-    initial: set[str] = set()
-    edges: list[Edge] = []
-    seen: set[Edge] = set()
-    values: dict[str, Any] = {}  # a value's text -> the value, shared by the states
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or not (line[0].isdigit() or line[0] == "-"):
-            continue
-        edge = _DOT_EDGE.match(line)
-        if edge is not None:
-            triple = (edge.group(1), edge.group(2), _dot_unescape(edge.group(3) or ""))
-            if triple not in seen:
-                seen.add(triple)
-                edges.append(triple)
-            continue
-        node = _DOT_NODE.match(line)
-        if node is None:
-            raise TlcError(f"{path}:{number}: cannot parse dot line {line[:80]!r}")
-        if node.group(1) not in states:
-            try:
-                states[node.group(1)] = parse_state(_dot_unescape(node.group(2)), values)
-            except TlcError as exc:
-                raise TlcError(f"{path}:{number}: {exc}") from None
-        if "filled" in node.group(3):
-            initial.add(node.group(1))
-    missing = {n for e in edges for n in e[:2]} - states.keys()
+    reader = _DotReader(path)
+    reader.read(text.splitlines())
+    edges = reader.edges
+    missing = {e[0] for e in edges}
+    missing.update([e[1] for e in edges])
+    missing.difference_update(reader.states)
     if missing:
         raise TlcError(
             f"{path}: edges mention undeclared states {sorted(missing)[:3]} (file cut off?)"
         )
-    return StateGraph(states, initial, edges)
+    return StateGraph(reader.states, reader.initial, edges)
+
+
+_LABEL_OPEN = ' [label="'
+# A state's label is its lines "/\ name = value" with the backslash and the
+# line break escaped: /\\ name = value\n/\\ name = value...
+_STATE_HEAD = "/\\\\ "
+_STATE_SEP = "\\n/\\\\ "
+_LABEL_BODY = re.compile(r'(?:[^"\\]|\\.)*')  # _DOT_LABEL's text between the quotes
+
+
+def _is_id(text: str) -> bool:
+    """A node id as _DOT_NODE/_DOT_EDGE read it (ASCII only, or the regex decides)."""
+    digits = text[1:] if text[:1] == "-" else text
+    return digits.isascii() and digits.isdigit()
+
+
+class _Segments(dict[str, tuple[str, Any] | None]):
+    """A state label's raw segment (one ``name = value``, escapes and all) ->
+    the variable and its value, or None where only the regexes and
+    parse_state can tell.  Most segments recur in many states: each distinct
+    one is unescaped, checked and parsed once."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        super().__init__()
+        self.parsed = values
+
+    def __missing__(self, raw: str) -> tuple[str, Any] | None:
+        found = self[raw] = self._read(raw)
+        return found
+
+    def _read(self, raw: str) -> tuple[str, Any] | None:
+        # Whole escapes only (so the segments unescape as the label would),
+        # and no NUL (_dot_unescape's stand-in for an escaped backslash).
+        if "\0" in raw or _LABEL_BODY.fullmatch(raw) is None:
+            return None
+        pair = split_assignment(_dot_unescape(raw))
+        if pair is None:
+            return None
+        name, text = pair
+        if text not in self.parsed:
+            try:
+                self.parsed[text] = parse_value(text)
+            except TlcError:
+                return None  # parse_state says what is wrong, and where
+        return name, self.parsed[text]
+
+
+class _DotReader:
+    """parse_dot_text's graph so far.  The lines TLC writes are read by plain
+    string operations (a regex match per line and per state line was half
+    of the symmetry check's time); any other line, and any label whose
+    reading could differ, is read by the regexes and parse_state."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.states: dict[str, dict[str, Any]] = {}
+        self.initial: set[str] = set()
+        self.edges: list[Edge] = []
+        self.seen: set[Edge] = set()
+        self.values: dict[str, Any] = {}  # a value's text -> the value, shared by the states
+        self.segments = _Segments(self.values)
+        self.ids: set[str] = set()  # the node ids seen to be plain numbers
+
+    def read(self, lines: Iterable[str]) -> None:
+        """The dot file's lines: nodes and edges (the rest is Graphviz's framing)."""
+        for number, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if line and (line[0].isdigit() or line[0] == "-") and not self.read_plainly(line):
+                self.read_slowly(number, line)
+
+    def read_plainly(self, line: str) -> bool:
+        """A node, or an edge whose label has no escape, read without a regex;
+        False if the line needs them."""
+        opener = line.find(_LABEL_OPEN)
+        if opener < 0 or not line.endswith(("]", "];")):
+            return False
+        arrow = line.find(" -> ", 0, opener)
+        if arrow < 0:
+            return self.node(line, line[:opener], opener)
+        label_end = line.find('"', opener + len(_LABEL_OPEN))
+        label = line[opener + len(_LABEL_OPEN) : label_end]
+        src, dst = line[:arrow], line[arrow + 4 : opener]
+        if label_end < 0 or "\\" in label or not (self.is_id(src) and self.is_id(dst)):
+            return False
+        self.add_edge((src, dst, label))
+        return True
+
+    def is_id(self, text: str) -> bool:
+        """_is_id, remembered: a node's id recurs in each of its edges."""
+        if text in self.ids:
+            return True
+        if _is_id(text):
+            self.ids.add(text)
+            return True
+        return False
+
+    def node(self, line: str, node: str, opener: int) -> bool:
+        """``node [label="state"...]`` for a new node whose label's every
+        segment reads plainly (the label then ends at the line's last quote)."""
+        start = opener + len(_LABEL_OPEN) + len(_STATE_HEAD)
+        end = line.rfind('"')
+        if end < start or not line.startswith(_STATE_HEAD, start - len(_STATE_HEAD)):
+            return False
+        if node in self.states or not self.is_id(node):
+            return False
+        pieces = line.split(_STATE_SEP)  # the line's text before the label holds none
+        after = len(line) - end  # the closing quote and what follows it
+        if len(pieces[-1]) < after:
+            return False  # a separator after the last quote
+        pieces[-1] = pieces[-1][:-after]
+        pieces[0] = pieces[0][start:]
+        pairs = list(map(self.segments.__getitem__, pieces))
+        if None in pairs:
+            return False
+        state = dict(pairs)  # type: ignore[arg-type]
+        if len(state) != len(pairs):
+            return False  # a variable twice: parse_state's error
+        self.states[node] = state
+        if line.find("filled", end + 1) >= 0:
+            self.initial.add(node)
+        return True
+
+    def read_slowly(self, number: int, line: str) -> None:
+        """A line as the regexes read it (a state's label by parse_state)."""
+        edge = _DOT_EDGE.match(line)
+        if edge is not None:
+            self.add_edge((edge.group(1), edge.group(2), _dot_unescape(edge.group(3) or "")))
+            return
+        node = _DOT_NODE.match(line)
+        if node is None:
+            raise TlcError(f"{self.path}:{number}: cannot parse dot line {line[:80]!r}")
+        if node.group(1) not in self.states:
+            try:
+                label = _dot_unescape(node.group(2))
+                self.states[node.group(1)] = parse_state(label, self.values)
+            except TlcError as exc:
+                raise TlcError(f"{self.path}:{number}: {exc}") from None
+        if "filled" in node.group(3):
+            self.initial.add(node.group(1))
+
+    def add_edge(self, triple: Edge) -> None:
+        """An edge the first time it comes: the graph keeps distinct triples."""
+        if triple not in self.seen:
+            self.seen.add(triple)
+            self.edges.append(triple)
 
 
 def _reachable_bfs(

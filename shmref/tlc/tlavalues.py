@@ -222,13 +222,45 @@ def parse_value(text: str) -> Any:
 
 _VAR_LINE = re.compile(r"^/\\ ([A-Za-z_]\w*) = ?(.*)$")
 _SINGLE_VAR_LINE = re.compile(r"^([A-Za-z_]\w*) = ?(.*)$")
+# The line ends str.splitlines knows besides "\n": the fast split below gives
+# up on them rather than tell them apart from a value's own characters.
+_OTHER_LINE_ENDS = re.compile("[\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
-def parse_state(text: str, cache: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Parse a state as TLC prints it: ``/\\ v = value`` lines, or ``v = value``
-    for a one-variable spec; wrapped values continue on indented lines.
-    `cache` (value text -> value) lets the states of one graph share each
-    distinct value, parsed once: the values are immutable."""
+def split_assignment(text: str) -> tuple[str, str] | None:
+    """``name = value`` (a state's variable, its wrapped lines included) as the
+    name and the value's text, just as parse_state's line-by-line reading splits
+    it; None whenever that reading could differ, for the caller to fall back on
+    it (a regex per line cost more than the rest of a dot graph's parse)."""
+    name, equals, value = text.partition(" =")
+    if not (equals and name.isascii() and name.isidentifier()):
+        return None
+    if "\n" in value:
+        for line in value.split("\n")[1:]:
+            if not line[:1].isspace() or line.isspace():  # a new or a blank line
+                return None
+    if _OTHER_LINE_ENDS.search(value) is not None:
+        return None
+    return name, value[1:] if value[:1] == " " else value
+
+
+def _split_state(text: str) -> list[tuple[str, str]] | None:
+    """The ``/\\ v = value`` lines (or a lone ``v = value``) split by plain
+    string operations; None if some line needs parse_state's careful reading."""
+    body = text.strip("\n")
+    parts = body[3:].split("\n/\\ ") if body.startswith("/\\ ") else [body]
+    pairs: list[tuple[str, str]] = []
+    for part in parts:
+        pair = split_assignment(part)
+        if pair is None:
+            return None
+        pairs.append(pair)
+    return pairs
+
+
+def _read_state_lines(text: str) -> list[tuple[str, str]]:
+    """Each variable and its value's text, line by line (wrapped values
+    continue on indented lines; blank lines are skipped)."""
     lines = text.strip("\n").splitlines()
     chunks: list[list[str]] = []
     names: list[str] = []
@@ -245,15 +277,25 @@ def parse_state(text: str, cache: dict[str, Any] | None = None) -> dict[str, Any
             chunks[-1].append(line)
         else:
             raise TlcError(f"cannot parse state line {line!r}")
+    return [(name, "\n".join(chunk)) for name, chunk in zip(names, chunks, strict=True)]
+
+
+def parse_state(text: str, cache: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Parse a state as TLC prints it: ``/\\ v = value`` lines, or ``v = value``
+    for a one-variable spec; wrapped values continue on indented lines.
+    `cache` (value text -> value) lets the states of one graph share each
+    distinct value, parsed once: the values are immutable."""
+    pairs = _split_state(text)
+    if pairs is None:
+        pairs = _read_state_lines(text)
     state: dict[str, Any] = {}
-    for name, chunk in zip(names, chunks, strict=True):
+    for name, value_text in pairs:
         if name in state:
             raise TlcError(f"variable {name!r} appears twice in one state")
-        text = "\n".join(chunk)
         if cache is None:
-            state[name] = parse_value(text)
-        elif text in cache:
-            state[name] = cache[text]
+            state[name] = parse_value(value_text)
+        elif value_text in cache:
+            state[name] = cache[value_text]
         else:
-            state[name] = cache[text] = parse_value(text)
+            state[name] = cache[value_text] = parse_value(value_text)
     return state

@@ -556,6 +556,63 @@ def test_parse_state_forms() -> None:
         parse_state("/\\ a = 1\n/\\ a = 2\n")
 
 
+_N1 = '1 [label="/\\\\ x = 1\\n/\\\\ y = <<1, 2>>",style = filled]'
+_EDGE = '1 -> 2 [label="a",color="black",fontcolor="black"];'
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("dot", '2 [label="/\\\\ x = 2\\n/\\\\ y = <<>>"];'),  # what TLC writes
+        ("dot", '2 [label="/\\\\ x = \\"a\\\\\\\\n/\\\\\\\\ y = 1\\"\\n/\\\\ y = 1"];'),  # "\n/\ "
+        ("dot", '2 [label="/\\\\ x = \\"a\\\\\\n/\\\\ y = 1\\"\\n/\\\\ y = 1"];'),  # cut escapes
+        ("dot", '2 [label="/\\\\ x = \\"a\0b\\"\\n/\\\\ y = \\"\\\\\\\\\\""];'),  # a NUL
+        ("dot", '2 [label="/\\\\ x = <<1,",y=",2>>"];'),  # a quote inside the label
+        ("dot", '2 [label="/\\\\ x = 2",foo="\\n/\\\\ y = 2"];'),  # a separator after it
+        ("dot", '2 [label="/\\\\ x = 2\\n/\\\\ y = 1",style = "filled"];'),
+        ("dot", '2 [label="/\\\\ x = 9\\n/\\\\ x = <<>>"];'),  # a variable twice
+        ("dot", '2 [label="/\\\\ x = (2\\n/\\\\ x = <<>>"];'),  # and a bad value before it
+        ("dot", '2 [label="/\\\\ x = {1,\\n\\n  2}\\n/\\\\ y = <<>>"];'),  # a blank line
+        ("dot", '2 [label="/\\\\ x = {1,\\n\\t2}\\n/\\\\ y = <<>>"];'),  # \t: a t, not a tab
+        ("dot", '2 [label="/\\\\ x =\\n  2\\l/\\\\ y = \\\\<<>>\\n"];'),
+        ("dot", '2 [label="/\\\\ \u00e9x = 2\\n/\\\\ y\u00e9 = <<>>"];'),
+        ("dot", '2 [label="/\\\\ x = 2"];\n2 [label="/\\\\ x = 3",style = filled]'),
+        ("dot", '\u0662 [label="/\\\\ x = 2"];\n1 -> \u0662 [label="a"];'),
+        ("dot", '\u00b2 [label="/\\\\ x = 2"];\n1 -> \u00b2 [label="a"];'),
+        ("dot", '2 [label="x = 2"];\n1 -> 2 [label="a\\"b\\nc\\\\d"];\n1 -> 2;'),
+        ("dot", '2 [label="/\\\\ x = 2\\n/\\\\ y = <<>>"];\n1 -> 2 [label="a"'),
+        ("state", "/\\ a = 1\x85/\\ b = 2"),  # a line end of str.splitlines
+        ("state", "/\\ a = 1\r\n/\\ b = {\r\n  2}\r\n"),
+        ("state", "\n/\\ a = {1,\n   \n  2}\n\n"),
+        ("state", "a = 1\n/\\ b = 2"),
+        ("state", "/\\ a = 1\n\t/\\ b = 2"),
+    ],
+)
+def test_lines_read_without_regexes_read_as_with_them(
+    kind: str, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """parse_dot_text and parse_state read TLC's usual lines by string
+    operations: any odd one must still read (or fail) exactly as the regexes
+    and parse_state's line-by-line reading take it."""
+    dot = "\n".join(["strict digraph G {", _N1, text, _EDGE, "}"])
+
+    def outcome() -> object:
+        try:
+            if kind == "state":
+                cache: dict[str, Any] = {}
+                return parse_state(text, cache), cache
+            graph = tlc.parse_dot_text(dot, "g.dot")
+        except TlcError as exc:
+            return str(exc)
+        values = [type(v) for state in graph.states.values() for v in state.values()]
+        return graph.states, graph.initial, graph.edges, values
+
+    plainly = outcome()
+    monkeypatch.setattr("shmref.tlc.graph._DotReader.read_plainly", lambda *_: False)
+    monkeypatch.setattr("shmref.tlc.tlavalues._split_state", lambda _: None)
+    assert outcome() == plainly
+
+
 # --------------------------------------------------------------------------
 # covering paths on synthetic graphs
 
