@@ -25,6 +25,9 @@
 (* value is empty and a copied one's as long as its size (get_copy         *)
 (* writes it whole), and last_action, which Next never reads, is the       *)
 (* initial one.  These bounds are the domain; the rest is TypeOk /\ Inv.   *)
+(* BoundedInit binds each variable where it is first read and filters by   *)
+(* Inv's parts as soon as their variables are bound (TLC enumerates INIT   *)
+(* conjunct by conjunct): fewer candidates, the same set (Inv comes last). *)
 (***************************************************************************)
 EXTENDS MCStorage
 
@@ -98,8 +101,18 @@ WeakCounts == IndCore
 ById(i) == CHOOSE c \in chunks : c.id = i
 ByKey(k) == CHOOSE c \in chunks : c.key = k
 
+\* Parts of MemoryIntact and DeliveriesIssued (each implied by the whole),
+\* for BoundedInit to filter by as soon as their variables are bound.
+HeadersIntact ==
+    \A c \in chunks : /\ hdr_id[c.addr % N] = c.id
+                     /\ hdr_size[c.addr % N] = c.size
+InboxWithin == \A r \in Readers : BagSize(inbox[r]) <= nissued
+RevokedWithin ==
+    \A r \in Readers : BagSize(inbox[r]) + BagSize(revoked[r]) <= nissued
+
+\* INV, checked last, makes the set exact; the filters before it only
+\* prune (touched and rotate_at, which no filter reads, are bound last).
 BoundedInit(INV) ==
-    /\ nissued \in 0..MaxIssues
     /\ chunks \in SUBSET ChunkU
     /\ Cardinality(chunks) < ID_MAX
     /\ LiveDisjoint /\ LiveIdsDistinct /\ InsideRing
@@ -107,29 +120,34 @@ BoundedInit(INV) ==
     /\ metadata = [i \in {c.id : c \in chunks} |-> ById(i).addr]
     /\ id_index = [i \in DOMAIN metadata |-> ById(i).key]
     /\ key_index = [k \in {c.key : c \in chunks} |-> <<ByKey(k).addr, ByKey(k).id>>]
+    /\ nissued \in 0..MaxIssues   \* bound where first read
     /\ writer_flag \in [DOMAIN metadata -> 1..MaxIssues]
     /\ \A i \in DOMAIN writer_flag : writer_flag[i] <= nissued
-    /\ touched \in SUBSET DOMAIN metadata
-    /\ data_buffer_start \in 0..(N - 1)
-    /\ data_buffer_end \in 0..(2 * N)
     /\ monotonic_id_start \in 0..(ID_MAX - 1)
     /\ monotonic_id_end \in 0..(ID_MAX - 1)
     /\ EmptyIdsMeet
     /\ hdr_id \in [Cells -> {NoId} \cup 0..(ID_MAX - 1)]
     /\ hdr_size \in [Cells -> 0..N]
+    /\ HeadersIntact   \* filters as soon as its variables are bound
+    /\ data_buffer_start \in 0..(N - 1)   \* bound where first read
+    /\ data_buffer_end \in 0..(2 * N)
     /\ FifoOrder
     /\ count \in [Cells -> 0..Bnd]
+    /\ CountsExact     \* filters as soon as its variables are bound
     /\ payload \in [Cells -> Keys \cup {NoKey, Corrupt}]
     /\ MemoryIntact
-    /\ CountsExact
     /\ issued \in PartialFns(HandleU, 1..N)
     /\ Cardinality(DOMAIN issued) <= nissued
     /\ ChunksIssued
     /\ inbox \in [Readers -> PartialFns(DOMAIN issued, 1..MaxIssues)]
+    /\ InboxWithin     \* filters as soon as its variables are bound
     /\ revoked \in [Readers -> IF ROTATE THEN PartialFns(DOMAIN issued, 1..MaxIssues)
                                           ELSE {EmptyFn}]
-    /\ rotate_at \in IF ROTATE THEN {NoId} \cup 0..(ID_MAX - 1) ELSE {NoId}
+    /\ RevokedWithin   \* filters as soon as its variables are bound
     /\ rd \in [Readers -> RdU(DOMAIN issued)]
+    /\ ReadersAt /\ DeliveriesIssued   \* filters as soon as its variables are bound
+    /\ rotate_at \in IF ROTATE THEN {NoId} \cup 0..(ID_MAX - 1) ELSE {NoId}
+    /\ touched \in SUBSET DOMAIN metadata
     /\ last_action = [name |-> "init", outcome |-> "ok"]
     /\ INV
 
