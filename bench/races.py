@@ -29,7 +29,7 @@ from typing import Any
 
 from shmref.seed.impl import load_impl
 from shmref.store import racing
-from shmref.store.readers import CTX, ReaderProcess
+from shmref.store.readers import CTX, ReaderProcess, receive_race
 from shmref.suite import test_storage_readers as prop
 
 PROCESSES = 3  # the cross-process property's readers
@@ -98,7 +98,7 @@ def across_processes(impl_name: str, trials: int) -> RaceRates:
             handle = (address, monotonic_id, writer.get_signature(key), key)
             for reader in readers:
                 reader.send("race", 1, reads, *handle)
-            answers = [reader.receive() for reader in readers]
+            answers = receive_race(readers, start)
             if any(status != "ok" for status, _ in answers):
                 raise RuntimeError(f"a reader failed: {answers}")
             read = functools.partial(readers[0].call, "get", *handle)

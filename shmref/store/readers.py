@@ -210,6 +210,36 @@ class ReaderProcess:
         self.results.close()
 
 
+def receive_race(readers: list[ReaderProcess], start: Any) -> list[tuple[str, Any]]:
+    """Each reader's answer to a "race", in order. A reader that dies or
+    goes silent breaks the race: the barrier `start` is aborted, so the
+    others stop waiting for it at once (their answer a BrokenBarrierError),
+    and this raises naming the reader, rather than every reader waiting
+    out its barrier's timeout."""
+    answers: dict[int, tuple[str, Any]] = {}
+    deadline = time.monotonic() + max(reader.timeout for reader in readers)
+    while len(answers) < len(readers):
+        for index, reader in enumerate(readers):
+            if index in answers:
+                continue
+            with suppress(queue.Empty):
+                answers[index] = reader.results.get(timeout=0.05)
+                continue
+            if not reader.process.is_alive():
+                start.abort()
+                raise RuntimeError(
+                    f"reader process {index} exited with code {reader.process.exitcode} "
+                    "during the race"
+                )
+        if time.monotonic() > deadline and len(answers) < len(readers):
+            start.abort()
+            raise TimeoutError(
+                f"readers {sorted(set(range(len(readers))) - set(answers))} "
+                "gave no answer to the race in time"
+            )
+    return [answers[index] for index in range(len(readers))]
+
+
 # -- the Driver's readers ------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from shmref.contract import split_read_missing
 from shmref.store import racing
-from shmref.store.readers import CTX, ReaderProcess
+from shmref.store.readers import CTX, ReaderProcess, receive_race
 from shmref.suite.serde_values import read_back, serde_of, storable
 from shmref.suite.stores import handle_of
 
@@ -60,7 +60,7 @@ def test_readers_in_other_processes(impl_name, store_factory):
         burst = handle_of(writer, "burst")
         for reader in readers:
             reader.send("race", RACE_ROUNDS, RACE_READS, *burst)
-        assert [reader.receive() for reader in readers] == [("ok", raced)] * 3
+        assert receive_race(readers, start) == [("ok", raced)] * 3
         for reader in readers[:2]:
             assert reader.call("get", *burst)[0] == "ok"
         writer.free_unused()

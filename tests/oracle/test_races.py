@@ -7,12 +7,17 @@ store loses and none for the seed."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
+from refimpl import SingleWriterShmObjectStorage, SingleWriterShmRingBuffer
+from shmref.store.readers import CTX, ReaderProcess, receive_race
 from tests.oracle.test_suite_loose_ends import REPO, STORES, failing, seed_built
 
 __all__ = ["seed_built"]  # the fixture, used by name
@@ -43,3 +48,34 @@ def test_the_measurement_counts_lost_increments(seed_built: None, across: str) -
     assert "(0 lost: 6)" in measured("seed", across)
     racy = measured("seed_count_outside_lock", across)
     assert "(0 lost: 6)" not in racy and " lost: " in racy, racy
+
+
+def test_a_reader_that_dies_ends_the_race_at_once() -> None:
+    """The race's barrier waits for all three readers: one killed before the
+    race must not keep the other two waiting out the barrier's 60 s. The
+    race ends in seconds, naming the dead reader, and the two others answer
+    that the barrier broke."""
+    ring = SingleWriterShmRingBuffer(4096, create=True)
+    writer = SingleWriterShmObjectStorage(512, 3, ring, reader_lock=mp.get_context("spawn").Lock())
+    start = CTX.Barrier(3)
+    readers = [ReaderProcess("refimpl", writer.handle(), start=start) for _ in range(3)]
+    try:
+        address, monotonic_id = writer.put("k", "v")
+        handle = (address, monotonic_id, writer.get_signature("k"), "k")
+        assert [reader.call("get", *handle)[0] for reader in readers] == ["ok"] * 3
+        assert readers[2].process.pid is not None
+        os.kill(readers[2].process.pid, signal.SIGKILL)
+        readers[2].process.join(10)
+        began = time.monotonic()
+        for reader in readers[:2]:
+            reader.send("race", 4, 2, *handle)
+        with pytest.raises(
+            RuntimeError, match="reader process 2 exited with code -9 during the race"
+        ):
+            receive_race(readers, start)
+        assert time.monotonic() - began < 20
+        assert [reader.receive()[0] for reader in readers[:2]] == ["BrokenBarrierError"] * 2
+    finally:
+        for reader in readers:
+            reader.stop()
+        writer.close()
