@@ -3,7 +3,7 @@ figure behind the miss probabilities in docs/conformance.md, "Races".
 
 A round is what the properties of `shmref/suite/test_storage_readers.py`
 repeat (`shmref.store.racing`): three reader processes released by one
-barrier, each reading one object RACE_READS times back to back (`--across
+barrier, each reading one object PROCESS_READS times back to back (`--across
 processes`), or 16 threads of one reader, each reading it once (`--across
 threads`). Each trial puts a fresh object owed exactly one round's reads,
 runs one round, and then reads it serially, one read at a time, until
@@ -24,16 +24,15 @@ import functools
 import multiprocessing as mp
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from shmref.seed.impl import load_impl
 from shmref.store import racing
 from shmref.store.readers import CTX, ReaderProcess, receive_race
-from shmref.suite import test_storage_readers as prop
 
-PROCESSES = 3  # the cross-process property's readers
-THREADS = prop.RACING_THREADS
+Handle = tuple[int, int, Any, str]  # address, id, signature, key
 SERIAL_LIMIT = 64  # serial reads before a trial gives up: a store that never frees
 
 
@@ -82,27 +81,50 @@ def _serial_reads_to_free(writer: Any, key: str, read: Any) -> int:
         extra += 1
 
 
-def across_processes(impl_name: str, trials: int) -> RaceRates:
-    reads = prop.RACE_READS
-    impl = load_impl(impl_name)
-    writer = _writer(impl, PROCESSES)
-    start = CTX.Barrier(PROCESSES)
-    readers = [ReaderProcess(impl_name, writer.handle(), start=start) for _ in range(PROCESSES)]
+def _lost_per_round(
+    writer: Any,
+    trials: int,
+    reads_each: int,
+    run_round: Callable[[Handle], None],
+    read: Callable[[Handle], Any],
+) -> Counter[int]:
+    """Each trial: a fresh object owed `reads_each` reads by each reader, one
+    round of the race on it (`run_round`), then serial reads (`read`) until
+    it is reclaimed; how many rounds lost how many increments."""
     lost: Counter[int] = Counter()
+    for trial in range(trials):
+        key = f"k{trial}"
+        address, monotonic_id = writer.put(key, b"v" * 64)
+        for _ in range(reads_each - 1):
+            writer.get_cached(key)
+        handle = (address, monotonic_id, writer.get_signature(key), key)
+        run_round(handle)
+        lost[_serial_reads_to_free(writer, key, functools.partial(read, handle))] += 1
+    return lost
+
+
+def across_processes(impl_name: str, trials: int) -> RaceRates:
+    writer = _writer(load_impl(impl_name), racing.PROCESSES)
+    start = CTX.Barrier(racing.PROCESSES)
+    readers = [
+        ReaderProcess(impl_name, writer.handle(), start=start) for _ in range(racing.PROCESSES)
+    ]
+
+    def run_round(handle: Handle) -> None:
+        for reader in readers:
+            reader.send("race", 1, racing.PROCESS_READS, *handle)
+        answers = receive_race(readers, start)
+        if any(status != "ok" for status, _ in answers):
+            raise RuntimeError(f"a reader failed: {answers}")
+
     try:
-        for trial in range(trials):
-            key = f"k{trial}"
-            address, monotonic_id = writer.put(key, b"v" * 64)
-            for _ in range(reads - 1):
-                writer.get_cached(key)
-            handle = (address, monotonic_id, writer.get_signature(key), key)
-            for reader in readers:
-                reader.send("race", 1, reads, *handle)
-            answers = receive_race(readers, start)
-            if any(status != "ok" for status, _ in answers):
-                raise RuntimeError(f"a reader failed: {answers}")
-            read = functools.partial(readers[0].call, "get", *handle)
-            lost[_serial_reads_to_free(writer, key, read)] += 1
+        lost = _lost_per_round(
+            writer,
+            trials,
+            racing.PROCESS_READS,
+            run_round,
+            lambda handle: readers[0].call("get", *handle),
+        )
     finally:
         for reader in readers:
             reader.stop()
@@ -112,17 +134,16 @@ def across_processes(impl_name: str, trials: int) -> RaceRates:
 
 def across_threads(impl_name: str, trials: int) -> RaceRates:
     impl = load_impl(impl_name)
-    writer = _writer(impl, THREADS)
+    writer = _writer(impl, racing.THREADS)
     reader = impl.SingleWriterShmObjectStorage.create_from_handle(writer.handle())
-    lost: Counter[int] = Counter()
+
+    def read(handle: Handle) -> None:
+        reader.get(*handle)
+
     try:
-        for trial in range(trials):
-            key = f"k{trial}"
-            address, monotonic_id = writer.put(key, b"v" * 64)
-            handle = (address, monotonic_id, writer.get_signature(key), key)
-            read = functools.partial(reader.get, *handle)
-            racing.race(THREADS, 1, read)
-            lost[_serial_reads_to_free(writer, key, read)] += 1
+        lost = _lost_per_round(
+            writer, trials, 1, lambda h: racing.race(racing.THREADS, 1, lambda: read(h)), read
+        )
     finally:
         reader.close()
         writer.close()
@@ -138,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--rounds", type=int, help="rounds of the property (its own by default)")
     args = parser.parse_args(argv)
-    rounds = args.rounds or (prop.RACE_ROUNDS if args.across == "processes" else prop.ROUNDS)
+    default = racing.PROCESS_ROUNDS if args.across == "processes" else racing.THREAD_ROUNDS
+    rounds = args.rounds or default
     measure = across_processes if args.across == "processes" else across_threads
     print(measure(args.impl, args.trials).line(rounds))
     return 0

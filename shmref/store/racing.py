@@ -41,6 +41,13 @@ INSTALLED = ("site-packages", "dist-packages")  # below the stdlib's folder, and
 # seconds, its readers queueing on the oracle's lock past --call-timeout.
 SHMREF = str(Path(__file__).resolve().parents[1]) + os.sep
 
+# The shapes of the suite's two race properties (test_storage_readers.py),
+# here for the measurement that argues them (python -m bench.races): 16
+# threads of one reader, 16 rounds of one read each; three reader processes,
+# 16 rounds of 2 reads back to back each. docs/conformance.md, "Races".
+THREADS, THREAD_ROUNDS = 16, 16
+PROCESSES, PROCESS_ROUNDS, PROCESS_READS = 3, 16, 2
+
 Tracer = Callable[[FrameType, str, Any], Any]
 
 
@@ -63,6 +70,16 @@ def _store_frames(frame: FrameType, event: str, arg: Any) -> Tracer | None:
         return None
     time.sleep(0)
     return _yield_each_line
+
+
+@contextlib.contextmanager
+def yielding_at_each_line() -> Iterator[None]:
+    """This thread yields at every line of the store's code, until the block ends."""
+    sys.settrace(_store_frames)
+    try:
+        yield
+    finally:
+        sys.settrace(None)
 
 
 @contextlib.contextmanager
@@ -96,11 +113,8 @@ def race(
         try:
             for _ in range(rounds):
                 start.wait()
-                sys.settrace(_store_frames)
-                try:
+                with yielding_at_each_line():
                     body()
-                finally:
-                    sys.settrace(None)
             start.wait()  # the last round's after_round
         except threading.BrokenBarrierError:
             pass  # another thread failed: its error is the one raised
@@ -128,10 +142,7 @@ def race_with_others(start: Any, rounds: int, reads: int, body: Callable[[], Non
     alone lines up its calls). How many reads ran."""
     for _ in range(rounds):
         start.wait(BARRIER_TIMEOUT)
-        sys.settrace(_store_frames)
-        try:
+        with yielding_at_each_line():
             for _ in range(reads):
                 body()
-        finally:
-            sys.settrace(None)
     return rounds * reads

@@ -17,21 +17,21 @@ from shmref.suite.serde_values import read_back, serde_of, storable
 from shmref.suite.stores import handle_of
 
 # The race across processes: each round the three reader processes read one
-# object RACE_READS times back to back, all released by one barrier
+# object PROCESS_READS times back to back, all released by one barrier
 # (shmref.store.racing). A count that is not atomic across processes (a
 # store whose readers lock on their own, "own" behind the process protocol,
 # or C) loses increments where reads overlap. The chance of a miss, measured
 # per round (python -m bench.races): docs/conformance.md, "Races".
-RACE_ROUNDS, RACE_READS = 16, 2
+PROCESSES, RACE_ROUNDS, RACE_READS = racing.PROCESSES, racing.PROCESS_ROUNDS, racing.PROCESS_READS
 
 
 def test_readers_in_other_processes(impl_name, store_factory):
-    """Three spawned readers attach by handle, read every object and count;
-    then all three race on one object, RACE_ROUNDS rounds of RACE_READS
-    reads, each round at once (owed 3 more reads than that by get_cached):
-    one read short of what is owed keeps it (none counted twice), the last
-    frees it (none lost)."""
-    writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=3)
+    """PROCESSES (three) spawned readers attach by handle, read every object
+    and count; then all of them race on one object, RACE_ROUNDS rounds of
+    RACE_READS reads, each round at once (owed one read more each than that
+    by get_cached): one read short of what is owed keeps it (none counted
+    twice), the last frees it (none lost)."""
+    writer = store_factory(buffer_size=4096, max_object_size=512, n_readers=PROCESSES)
     serde = serde_of(writer)
     values = [
         storable(serde, ({"i": i, "blob": bytes([i]) * 100}, {"i": i, "blob": "ab"[i % 2] * 100}))
@@ -41,8 +41,10 @@ def test_readers_in_other_processes(impl_name, store_factory):
     for i in range(10):
         writer.put(f"k{i}", values[i])
         handles.append(handle_of(writer, f"k{i}"))
-    start = CTX.Barrier(3)
-    readers = [ReaderProcess(impl_name, writer.reader_handle(), start=start) for _ in range(3)]
+    start = CTX.Barrier(PROCESSES)
+    readers = [
+        ReaderProcess(impl_name, writer.reader_handle(), start=start) for _ in range(PROCESSES)
+    ]
     try:
         for reader in readers:
             for handle in handles:
@@ -60,13 +62,13 @@ def test_readers_in_other_processes(impl_name, store_factory):
         burst = handle_of(writer, "burst")
         for reader in readers:
             reader.send("race", RACE_ROUNDS, RACE_READS, *burst)
-        assert receive_race(readers, start) == [("ok", raced)] * 3
-        for reader in readers[:2]:
+        assert receive_race(readers, start) == [("ok", raced)] * PROCESSES
+        for reader in readers[:-1]:
             assert reader.call("get", *burst)[0] == "ok"
         writer.free_unused()
-        owed = 3 * (raced + 1)
+        owed = PROCESSES * (raced + 1)
         assert writer.is_cached("burst"), f"freed after {owed - 1} of {owed} reads: a double count"
-        assert readers[2].call("get", *burst)[0] == "ok"
+        assert readers[-1].call("get", *burst)[0] == "ok"
         writer.free_unused()
         assert not writer.is_cached("burst"), f"kept after {owed} of {owed} reads: a read was lost"
     finally:
@@ -129,7 +131,7 @@ def test_failed_read_leaves_the_segment_closable(impl, store_factory, reader_loc
 # 16 threads, 16 rounds: each round the 16 threads read at once, released by
 # a barrier and interleaved line by line (shmref.store.racing). The chance
 # of a miss, measured per round: docs/conformance.md, "Races".
-RACING_THREADS, ROUNDS = 16, 16
+RACING_THREADS, ROUNDS = racing.THREADS, racing.THREAD_ROUNDS
 
 
 def test_concurrent_reader_threads_count_exactly(store_factory, attach):

@@ -79,3 +79,23 @@ def test_a_reader_that_dies_ends_the_race_at_once() -> None:
         for reader in readers:
             reader.stop()
         writer.close()
+
+
+def test_a_race_without_the_readers_barrier_is_refused() -> None:
+    """A reader spawned without a barrier cannot race: it says so at once,
+    instead of racing alone (which would collide with nobody)."""
+    ring = SingleWriterShmRingBuffer(4096, create=True)
+    writer = SingleWriterShmObjectStorage(512, 1, ring, reader_lock=mp.get_context("spawn").Lock())
+    reader = ReaderProcess("refimpl", writer.handle())
+    try:
+        address, monotonic_id = writer.put("k", "v")
+        status, message = reader.call(
+            "race", 1, 1, address, monotonic_id, writer.get_signature("k"), "k"
+        )
+        assert (status, message) == (
+            "ValueError",
+            "a race needs the readers' barrier: ReaderProcess(..., start=)",
+        )
+    finally:
+        reader.stop()
+        writer.close()
