@@ -22,6 +22,7 @@ from shmref.core.vocabulary import ACTIONS, documented_kind
 from shmref.seed.aliases import SEED_ALIAS
 from shmref.seed.impl import load_impl
 from shmref.store.observe import Segment, first_difference
+from shmref.store.readers import close_despite_cycles
 
 BUFFER = 1024
 
@@ -75,7 +76,7 @@ class Side:
         implementation's default); `layout`: read the segment's bytes."""
         self.impl = impl
         self.ring = impl.SingleWriterShmRingBuffer(BUFFER, create=True)
-        resources.callback(self.ring.close)
+        resources.callback(close_despite_cycles, self.ring.close)
         self.view = Segment(self.ring.handle()) if layout else None
         if self.view is not None:
             resources.callback(self.view.close)
@@ -87,7 +88,7 @@ class Side:
             reader = impl.SingleWriterShmObjectStorage.create_from_handle(
                 reader_handle(self.writer.handle(), lock)
             )
-            resources.callback(reader.close)
+            resources.callback(close_despite_cycles, reader.close)
             self.readers.append(reader)
         # (address, id, signature, key), in issue order
         self.issued: list[tuple[Any, ...] | None] = []

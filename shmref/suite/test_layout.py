@@ -30,6 +30,7 @@ import pytest
 
 import refimpl
 from shmref.seed.impl import load_impl
+from shmref.store.readers import close_despite_cycles
 from shmref.suite.serde_values import read_back, serde_of, stores
 from shmref.suite.sidebyside import BUFFER, MAX_OBJECT, machine, reader_handle
 
@@ -59,14 +60,14 @@ def share_one_segment(writer_impl: ModuleType, reader_impls: list[ModuleType]) -
     lock = mp.get_context("spawn").Lock()
     with ExitStack() as resources:
         ring = writer_impl.SingleWriterShmRingBuffer(BUFFER, create=True)
-        resources.callback(ring.close)
+        resources.callback(close_despite_cycles, ring.close)
         writer = writer_impl.SingleWriterShmObjectStorage(MAX_OBJECT, len(reader_impls), ring)
         readers = []
         for impl in reader_impls:
             reader = impl.SingleWriterShmObjectStorage.create_from_handle(
                 reader_handle(writer.handle(), lock)
             )
-            resources.callback(reader.close)
+            resources.callback(close_despite_cycles, reader.close)
             readers.append(reader)
         serde = serde_of(writer)
         every = {
