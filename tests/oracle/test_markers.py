@@ -55,21 +55,55 @@ def suite_collect(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_level_markers_select_their_conformance_groups() -> None:
+# Each collected test's markers, as `-m` reads them once every hook has run
+# (a plugin of the collection below: one collection, not one per level).
+MARKER_DUMP = """
+import json, os, pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    with open(os.environ["SHMREF_MARKER_DUMP"], "w") as out:
+        json.dump({i.nodeid: sorted(m.name for m in i.iter_markers()) for i in items}, out)
+"""
+
+
+def test_level_markers_select_their_conformance_groups(tmp_path: Path) -> None:
     """`-m hardened` etc. (shmref/suite/conftest.py) keep exactly the tests of
     that level's groups (shmref.core.suitegroups, the oracle's table too), and no
-    level takes a checker's own self-test (not part of any group)."""
+    level takes a checker's own self-test (not part of any group). One
+    collection: `-m MARKER` keeps the tests that carry MARKER once the
+    collection's hooks have run, which is what the dump records."""
+    import json
+    import os
+
     from shmref.core.levels import LEVEL_MARKERS
     from shmref.core.suitegroups import TEST_GROUPS, group_of
     from shmref.oracle import testgroups
 
     assert testgroups.TEST_GROUPS is TEST_GROUPS  # one table, read by the oracle and the suite
 
+    (tmp_path / "shmref_marker_dump.py").write_text(MARKER_DUMP)
+    dump = tmp_path / "markers.json"
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-p", "no:xdist", "-p", "shmref_marker_dump", "--shmref-impl", "refimpl"]
+        + ["-m", " or ".join(LEVEL_MARKERS.values()), "shmref/suite"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": path, "SHMREF_MARKER_DUMP": str(dump)},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    markers = {
+        node.split("suite/", 1)[1]: set(names) for node, names in json.loads(dump.read_text()).items()
+    }
+    kept = {ln.split("suite/", 1)[1] for ln in done.stdout.splitlines() if "::" in ln}
+    assert kept and kept == {n for n, names in markers.items() if names & set(LEVEL_MARKERS.values())}
     selected: dict[str, set[str]] = {}
     for level, marker in LEVEL_MARKERS.items():
-        done = suite_collect("-m", marker)
-        assert done.returncode == 0, done.stdout[-2000:]
-        nodes = {ln.split("suite/", 1)[1] for ln in done.stdout.splitlines() if "::" in ln}
+        nodes = {n for n, names in markers.items() if marker in names}
         assert nodes, marker
         for node in nodes:
             group = group_of(node, TEST_GROUPS)

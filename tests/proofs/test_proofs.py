@@ -87,7 +87,7 @@ FAST_STEPS = ("allocate_any", "allocate_bounds", "allocate_ids", "reclaim_any", 
 
 def test_unbounded_step_contracts_hold() -> None:
     """The steps CrossHair proves quickly; the list steps are `make proofs`'
-    (proofs/record.json) and, at small budgets, `python -m proofs --quick`'s."""
+    (proofs/record.json), and run on every commit at smoke budgets."""
     done = crosshair(
         "check",
         "--analysis_kind=PEP316",
@@ -197,7 +197,7 @@ def test_diff_wrappers_agree_concretely() -> None:
 
 # That diffbehavior finds no difference on proofs.__main__.DIFF_PAIRS:
 # `python -m proofs` runs each pair with the same 30 s budget (`make proofs`, kept in
-# proofs/record.json; CI runs --quick, 10 s) and fails unless every pair exits 0.
+# proofs/record.json; CI runs it at 3 s) and fails unless every pair exits 0.
 
 
 @needs_seed
@@ -220,24 +220,32 @@ def test_diffbehavior_finds_the_straddle() -> None:
 
 
 @pytest.mark.slow
-def test_python_m_proofs_passes_at_its_quick_budgets() -> None:
-    """`python -m proofs --quick` passes: every contract and every seed/refimpl
-    pair of `crosshair diffbehavior` (proofs.__main__.DIFF_PAIRS), the command
-    end to end on every commit. Its full budgets are `make proofs`', whose
-    passing run is kept in proofs/record.json (the next test)."""
+def test_python_m_proofs_passes_end_to_end_at_smoke_budgets() -> None:
+    """`python -m proofs` passes end to end on every commit: every contract
+    and every seed/refimpl pair of `crosshair diffbehavior`
+    (proofs.__main__.DIFF_PAIRS), at budgets that only run the command (2 s
+    per condition, 3 s per pair, 100 sequences). What the budgets find on
+    these files is proofs/record.json's, made at the full ones and bound to
+    the files by SHA-256 (the next test): a search that cannot finish finds
+    the same nothing on the same files at any budget, and the conditions
+    CrossHair proves in seconds are proved again in `make test`
+    (test_allocator_contracts_hold, test_unbounded_step_contracts_hold)."""
     from proofs.__main__ import DIFF_PAIRS
 
     assert ("proofs.seeddiff.seed_free_diff", "proofs.seeddiff.ref_free_diff") in DIFF_PAIRS
+    smoke = ["--per-condition-timeout", "2", "--diff-timeout", "3", "--examples", "100"]
     done = subprocess.run(
-        [sys.executable, "-m", "proofs", "--quick"],
+        [sys.executable, "-m", "proofs", *smoke],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "contracts: " in done.stdout and " 0 counterexamples" in done.stdout, done.stdout
     if seedring._seed_text_path().is_file():  # the differential ran, not skipped
         assert "SKIPPED: seed text not found" not in done.stdout, done.stdout[-3000:]
+        assert done.stdout.count("No differences found") == len(DIFF_PAIRS), done.stdout
 
 
 def test_the_full_budget_record_is_of_these_files() -> None:

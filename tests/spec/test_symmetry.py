@@ -4,29 +4,30 @@ most 2, no invariants) checked for closure under every swap of the values
 it permutes (shmref.tlc.symmetry); an asymmetric spec and a graph with a
 missing step must fail the check.
 
-Needs Java and the TLC jar (marked `tlc`; skipped without them); the
-per-model checks are `slow` (MCStorage's instance has 54,605 states).
+The eleven models' checks (about 130 CPU seconds) run in `make symmetry`,
+which keeps their answer in spec/symmetry.json bound to what they read
+(shmref.tlc.symrecord): here the record must be of these files, and a
+changed file, a missing model or an open graph in it must be caught. The
+checks that fail run here: they need Java and the TLC jar (marked `tlc`;
+skipped without them).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from shmref.tlc import manifest, symmetry
+from shmref.tlc import manifest, symmetry, symrecord
 from shmref.tlc.graph import StateGraph
 from shmref.tlc.java import find_jar, find_java
 from shmref.tlc.tlavalues import FrozenDict, TlcError
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 MODELS = {m.name: m for m in manifest.load_manifest(SPEC / "models.toml").models}
-SYMMETRIC = sorted(
-    name
-    for name, m in MODELS.items()
-    if not m.deep and symmetry.symmetry_of((SPEC / m.cfg_file).read_text())
-)
+SYMMETRIC = symrecord.symmetric_models(SPEC)
 
 
 def _needs_tlc() -> None:
@@ -37,21 +38,8 @@ def _needs_tlc() -> None:
         pytest.skip(f"TLC not available: {exc}")
 
 
-# Smaller bounds where MaxIssues <= 2 alone leaves too big a graph (re-reads
-# without A1: over a million states; one issuance there, re-read up to the
-# CountBound, takes 5 minutes at two); both keys and both readers stay.
-BOUNDS = {"MCDoubleReadFixed": {"N": "2", "MAX_OBJ": "1", "Sizes": "{1}", "MaxIssues": "1"}}
-
-
 def _check(name: str, spec_dir: Path) -> symmetry.SymmetryReport:
-    model = MODELS[name]
-    return symmetry.check_symmetry(
-        name,
-        spec_dir,
-        spec_dir / model.tla_file,
-        spec_dir / model.cfg_file,
-        bounds=BOUNDS.get(name),
-    )
+    return symrecord.check(name, spec_dir)
 
 
 def test_the_key_symmetric_models_are_the_ones_checked() -> None:
@@ -64,14 +52,63 @@ def test_the_key_symmetric_models_are_the_ones_checked() -> None:
     assert "MCPayloadHeaderDrain" in keyed
 
 
+def test_every_symmetric_models_graph_is_recorded_closed_for_these_files() -> None:
+    """spec/symmetry.json (`make symmetry`) stands for the spec, the manifest
+    and the checker as they are: each symmetric model's graph closed, with
+    more than 100 states and at least one swap."""
+    assert symrecord.problem(SPEC) == ""
+    models = json.loads((SPEC / symrecord.RECORD_NAME).read_text())["models"]
+    assert sorted(models) == SYMMETRIC
+    for name, seen in models.items():
+        assert seen["closed"] and seen["states"] > 100 and seen["transpositions"] >= 1, name
+
+
+def _copy(tmp_path: Path) -> Path:
+    spec = tmp_path / "spec"
+    shutil.copytree(SPEC, spec, ignore=shutil.ignore_patterns("traces"))
+    return spec
+
+
+def test_a_stale_record_names_what_changed_and_the_command(tmp_path: Path) -> None:
+    spec = _copy(tmp_path)
+    cfg = spec / "MCStorage.cfg"
+    cfg.write_text(cfg.read_text() + "\n")
+    found = symrecord.problem(spec)
+    assert "spec/MCStorage.cfg changed since" in found and "make symmetry" in found
+
+
+def test_a_record_that_lacks_a_model_or_holds_an_open_graph_is_refused(tmp_path: Path) -> None:
+    spec = _copy(tmp_path)
+    path = spec / symrecord.RECORD_NAME
+    record = json.loads(path.read_text())
+    del record["models"]["MCStorage"]
+    path.write_text(json.dumps(record))
+    assert "the symmetric models are" in symrecord.problem(spec)
+    record = json.loads((SPEC / symrecord.RECORD_NAME).read_text())
+    record["models"]["MCStorage"]["closed"] = False
+    path.write_text(json.dumps(record))
+    assert "not closed under their symmetry: MCStorage" in symrecord.problem(spec)
+    path.write_text("{")
+    assert "is not a record" in symrecord.problem(spec)
+    path.unlink()
+    assert "is missing: run `make symmetry`" in symrecord.problem(spec)
+
+
 @pytest.mark.tlc
-@pytest.mark.slow
-@pytest.mark.parametrize("name", SYMMETRIC)
-def test_state_graph_is_closed_under_the_symmetry(name: str) -> None:
-    _needs_tlc()
-    report = _check(name, SPEC)
-    assert report.closed, report.broken
-    assert report.states > 100 and report.transpositions >= 1
+def test_the_record_is_written_only_when_every_graph_is_closed(tmp_path: Path) -> None:
+    """`--write --only` checks one model again (the others kept) and writes
+    the record; an asymmetric spec gets no record."""
+    spec = _copy(tmp_path)
+    assert symrecord.write(spec, only=["MCDoubleReadFixed"]) == 0
+    assert symrecord.problem(spec) == ""
+    text = (spec / "ShmObjectStorage.tla").read_text()
+    old = r"\E k \in Keys, s \in Sizes : put(k, s)"
+    (spec / "ShmObjectStorage.tla").write_text(
+        text.replace(old, r"\E k \in {CHOOSE x \in Keys : TRUE}, s \in Sizes : put(k, s)")
+    )
+    before = (spec / symrecord.RECORD_NAME).read_text()
+    assert symrecord.write(spec, only=["MCDoubleReadFixed"]) == 1
+    assert (spec / symrecord.RECORD_NAME).read_text() == before
 
 
 @pytest.mark.tlc
