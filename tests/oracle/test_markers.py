@@ -62,7 +62,7 @@ import json, os, pytest
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    with open(os.environ["SHMREF_MARKER_DUMP"], "w") as out:
+    with open(os.environ["MARKER_DUMP_FILE"], "w") as out:
         json.dump({i.nodeid: sorted(m.name for m in i.iter_markers()) for i in items}, out)
 """
 
@@ -93,14 +93,14 @@ def test_level_markers_select_their_conformance_groups(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": path, "SHMREF_MARKER_DUMP": str(dump)},
+        env={**os.environ, "PYTHONPATH": path, "MARKER_DUMP_FILE": str(dump)},
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    markers = {
-        node.split("suite/", 1)[1]: set(names) for node, names in json.loads(dump.read_text()).items()
-    }
+    dumped = json.loads(dump.read_text())
+    markers = {node.split("suite/", 1)[1]: set(names) for node, names in dumped.items()}
     kept = {ln.split("suite/", 1)[1] for ln in done.stdout.splitlines() if "::" in ln}
-    assert kept and kept == {n for n, names in markers.items() if names & set(LEVEL_MARKERS.values())}
+    levels = set(LEVEL_MARKERS.values())
+    assert kept and kept == {n for n, names in markers.items() if names & levels}
     selected: dict[str, set[str]] = {}
     for level, marker in LEVEL_MARKERS.items():
         nodes = {n for n, names in markers.items() if marker in names}
