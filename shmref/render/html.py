@@ -19,6 +19,7 @@ is said in one line on the page and on the terminal, never a broken page.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -68,6 +69,13 @@ class Property:
     open: bool = False  # shown open on load (the first drawn failure)
     expected: str = ""  # what the expectations file says of it ("" if it is not listed)
     surprise: str = ""  # the results the file does not expect: 'new failure', ...
+
+    @property
+    def headline(self) -> str:
+        """What went wrong, in one line for the table (its first failure's
+        message): read where the property is listed, not one click away."""
+        said = failure_headline(self.failures[0].text) if self.failures else ""
+        return "" if said in self.detail else said
 
     @property
     def differs(self) -> bool:
@@ -180,6 +188,24 @@ def property_from(check: dict[str, Any], level: str, anchor: str) -> Property:
         str(check.get("cases", "")),
         str(check.get("detail", "")),
     )
+
+
+HEADLINE = 200  # characters of a failure's message shown in the table
+
+
+def failure_headline(text: str) -> str:
+    """A failure's message: the last line that names an exception or a
+    pytest failure (`E   ...` lines taken without their mark), else the
+    first line that says something."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = [line[1:].strip() if line.startswith("E ") else line for line in lines]
+    named = [
+        line
+        for line in said
+        if re.match(r"^(?:[\w.]*(?:Error|Exception|Exit|Interrupt)|Failed|Falsifying|shmref\.\w+): ", line)
+    ]
+    found = named[-1] if named else (said[0] if said else "")
+    return found if len(found) <= HEADLINE else found[: HEADLINE - 3] + "..."
 
 
 def drawn_failure(

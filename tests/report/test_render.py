@@ -193,6 +193,21 @@ def test_the_page_draws_a_failure_and_says_which_have_no_trace(
     assert "single" not in err[0]
 
 
+def test_a_failing_propertys_row_says_what_went_wrong(tmp_path: Path) -> None:
+    """The table's row of a failing property carries its first failure's
+    message (the last exception line of its text), not only what it checks."""
+    long = "Traceback (most recent call last):\n  File x\nE   AssertionError: kept after 99"
+    out = folder(tmp_path, [{**failure("c"), "trace": long + " of 99 reads: a read was lost"}], [])
+    page = html.write_report(out, quiet=True)
+    assert page is not None
+    row = page.read_text().split('id="row-p1"', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="why">AssertionError: kept after 99 of 99 reads: a read was lost' in row
+    passing = page.read_text().split('id="row-p2"', 1)[1].split("</tr>", 1)[0]
+    assert 'class="why"' not in passing
+    assert html.failure_headline("no exception named\nhere") == "no exception named"
+    assert len(html.failure_headline("ValueError: " + "x" * 500)) == html.HEADLINE
+
+
 def test_a_broken_trace_file_is_one_line_on_the_page(tmp_path: Path) -> None:
     out = folder(tmp_path, [failure("MCDoubleRead")], [])
     (out / sink.FOLDER).mkdir()
