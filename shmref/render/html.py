@@ -191,6 +191,8 @@ def property_from(check: dict[str, Any], level: str, anchor: str) -> Property:
 
 
 HEADLINE = 200  # characters of a failure's message shown in the table
+# a line that names what failed: an exception, pytest's Failed, the process layer's
+NAMED = re.compile(r"^(?:[\w.]*(?:Error|Exception|Exit|Interrupt)|Failed|shmref\.\w+): ")
 
 
 def failure_headline(text: str) -> str:
@@ -199,11 +201,7 @@ def failure_headline(text: str) -> str:
     first line that says something."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     said = [line[1:].strip() if line.startswith("E ") else line for line in lines]
-    named = [
-        line
-        for line in said
-        if re.match(r"^(?:[\w.]*(?:Error|Exception|Exit|Interrupt)|Failed|Falsifying|shmref\.\w+): ", line)
-    ]
+    named = [line for line in said if NAMED.match(line)]
     found = named[-1] if named else (said[0] if said else "")
     return found if len(found) <= HEADLINE else found[: HEADLINE - 3] + "..."
 
