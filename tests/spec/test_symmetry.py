@@ -4,10 +4,11 @@ most 2, no invariants) checked for closure under every swap of the values
 it permutes (shmref.tlc.symmetry); an asymmetric spec and a graph with a
 missing step must fail the check.
 
-The eleven models' checks (about 130 CPU seconds) run in `make symmetry`,
-which keeps their answer in spec/symmetry.json bound to what they read
-(shmref.tlc.symrecord): here the record must be of these files, and a
-changed file, a missing model or an open graph in it must be caught. The
+The eleven models' checks (about 130 CPU seconds) run in `make
+spec-checks`, which keeps their answer in spec/checks.json bound to what
+they read (shmref.tlc.checkrecord): here the record must be of these
+files, and a changed file, a missing model, an open graph or an inductive
+check without its answer in it must be caught. The
 checks that fail run here: they need Java and the TLC jar (marked `tlc`;
 skipped without them).
 """
@@ -20,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from shmref.tlc import manifest, symmetry, symrecord
+from shmref.tlc import checkrecord, manifest, symmetry
 from shmref.tlc.graph import StateGraph
 from shmref.tlc.java import find_jar, find_java
 from shmref.tlc.tlavalues import FrozenDict, TlcError
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 MODELS = {m.name: m for m in manifest.load_manifest(SPEC / "models.toml").models}
-SYMMETRIC = symrecord.symmetric_models(SPEC)
+SYMMETRIC = checkrecord.symmetric_models(SPEC)
 
 
 def _needs_tlc() -> None:
@@ -39,7 +40,7 @@ def _needs_tlc() -> None:
 
 
 def _check(name: str, spec_dir: Path) -> symmetry.SymmetryReport:
-    return symrecord.check(name, spec_dir)
+    return checkrecord.check(name, spec_dir)
 
 
 def test_the_key_symmetric_models_are_the_ones_checked() -> None:
@@ -53,11 +54,11 @@ def test_the_key_symmetric_models_are_the_ones_checked() -> None:
 
 
 def test_every_symmetric_models_graph_is_recorded_closed_for_these_files() -> None:
-    """spec/symmetry.json (`make symmetry`) stands for the spec, the manifest
+    """spec/checks.json (`make spec-checks`) stands for the spec, the manifest
     and the checker as they are: each symmetric model's graph closed, with
     more than 100 states and at least one swap."""
-    assert symrecord.problem(SPEC) == ""
-    models = json.loads((SPEC / symrecord.RECORD_NAME).read_text())["models"]
+    assert checkrecord.problem(SPEC) == ""
+    models = json.loads((SPEC / checkrecord.RECORD_NAME).read_text())["checks"]["symmetry"]
     assert sorted(models) == SYMMETRIC
     for name, seen in models.items():
         assert seen["closed"] and seen["states"] > 100 and seen["transpositions"] >= 1, name
@@ -73,25 +74,29 @@ def test_a_stale_record_names_what_changed_and_the_command(tmp_path: Path) -> No
     spec = _copy(tmp_path)
     cfg = spec / "MCStorage.cfg"
     cfg.write_text(cfg.read_text() + "\n")
-    found = symrecord.problem(spec)
-    assert "spec/MCStorage.cfg changed since" in found and "make symmetry" in found
+    found = checkrecord.problem(spec)
+    assert "spec/MCStorage.cfg changed since" in found and "make spec-checks" in found
 
 
-def test_a_record_that_lacks_a_model_or_holds_an_open_graph_is_refused(tmp_path: Path) -> None:
+def test_a_record_that_lacks_a_model_or_holds_a_wrong_answer_is_refused(tmp_path: Path) -> None:
     spec = _copy(tmp_path)
-    path = spec / symrecord.RECORD_NAME
+    path = spec / checkrecord.RECORD_NAME
     record = json.loads(path.read_text())
-    del record["models"]["MCStorage"]
+    del record["checks"]["symmetry"]["MCStorage"]
     path.write_text(json.dumps(record))
-    assert "the symmetric models are" in symrecord.problem(spec)
-    record = json.loads((SPEC / symrecord.RECORD_NAME).read_text())
-    record["models"]["MCStorage"]["closed"] = False
+    assert "the symmetric models are" in checkrecord.problem(spec)
+    record = json.loads((SPEC / checkrecord.RECORD_NAME).read_text())
+    record["checks"]["symmetry"]["MCStorage"]["closed"] = False
     path.write_text(json.dumps(record))
-    assert "not closed under their symmetry: MCStorage" in symrecord.problem(spec)
+    assert "not closed under their symmetry: MCStorage" in checkrecord.problem(spec)
+    record = json.loads((SPEC / checkrecord.RECORD_NAME).read_text())
+    record["checks"]["inductive"]["MCIndCountsWeak"]["as_wanted"] = False
+    path.write_text(json.dumps(record))
+    assert "without the answer wanted: MCIndCountsWeak" in checkrecord.problem(spec)
     path.write_text("{")
-    assert "is not a record" in symrecord.problem(spec)
+    assert "is not a record" in checkrecord.problem(spec)
     path.unlink()
-    assert "is missing: run `make symmetry`" in symrecord.problem(spec)
+    assert "is missing: run `make spec-checks`" in checkrecord.problem(spec)
 
 
 @pytest.mark.tlc
@@ -99,16 +104,16 @@ def test_the_record_is_written_only_when_every_graph_is_closed(tmp_path: Path) -
     """`--write --only` checks one model again (the others kept) and writes
     the record; an asymmetric spec gets no record."""
     spec = _copy(tmp_path)
-    assert symrecord.write(spec, only=["MCDoubleReadFixed"]) == 0
-    assert symrecord.problem(spec) == ""
+    assert checkrecord.write(spec, only=["MCDoubleReadFixed"]) == 0
+    assert checkrecord.problem(spec) == ""
     text = (spec / "ShmObjectStorage.tla").read_text()
     old = r"\E k \in Keys, s \in Sizes : put(k, s)"
     (spec / "ShmObjectStorage.tla").write_text(
         text.replace(old, r"\E k \in {CHOOSE x \in Keys : TRUE}, s \in Sizes : put(k, s)")
     )
-    before = (spec / symrecord.RECORD_NAME).read_text()
-    assert symrecord.write(spec, only=["MCDoubleReadFixed"]) == 1
-    assert (spec / symrecord.RECORD_NAME).read_text() == before
+    before = (spec / checkrecord.RECORD_NAME).read_text()
+    assert checkrecord.write(spec, only=["MCDoubleReadFixed"]) == 1
+    assert (spec / checkrecord.RECORD_NAME).read_text() == before
 
 
 @pytest.mark.tlc
