@@ -38,3 +38,26 @@ def test_the_check_catches_the_pipe_that_broke_a_landing() -> None:
         "make help | grep -q lint",
     ]
     assert early_exit_pipes(broken.replace("pipefail", "")) == []
+
+
+def test_what_make_ci_leaves_to_the_wheels_run_is_run_there() -> None:
+    """`make ci` deselects from `make test` the suite's tests that the wheel
+    check's full oracle run of refimpl runs (Makefile, IN_WHEEL_RUN): each
+    prefix names tests of a level group (the oracle runs every group of a
+    full run), and the wheel check makes that full run (no --quick)."""
+    from shmref.core.suitegroups import TEST_GROUPS, group_of
+
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    listed = re.search(r"^IN_WHEEL_RUN = (.*)$", makefile, re.M)
+    assert listed is not None
+    prefixes = listed.group(1).split()
+    assert prefixes and all(p.startswith("shmref/suite/") and p.endswith("[") for p in prefixes)
+    for prefix in prefixes:
+        node = prefix.split("shmref/suite/", 1)[1] + "seed]"
+        assert group_of(node, TEST_GROUPS) is not None, node
+    assert "SUITE_IN_WHEEL_RUN=1" in makefile
+    script = " ".join((ROOT / ".ci" / "wheel-check").read_text().replace("\\\n", " ").split())
+    full = re.search(r'"\$py" -m shmref\.conformance --impl refimpl (--out [^|]*)\|', script)
+    assert full is not None and "--quick" not in full.group(1), "the wheel's refimpl run is not full"
+    # a broken input: a checker's own self-test is in no group, so it may not be listed
+    assert group_of("test_stateful.py::test_state_machine_catches_injected_bugs[x]", TEST_GROUPS) is None
