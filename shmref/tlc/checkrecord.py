@@ -73,19 +73,23 @@ INDUCTIVE: dict[str, tuple[str, tuple[str, str] | None]] = {
 BOUNDS = {"MCDoubleReadFixed": {"N": "2", "MAX_OBJ": "1", "Sizes": "{1}", "MaxIssues": "1"}}
 
 
+def models(spec_dir: Path = SPEC_DIR) -> dict[str, manifest.Model]:
+    """The manifest's models, by name."""
+    return {m.name: m for m in manifest.load_manifest(spec_dir / "models.toml").models}
+
+
 def symmetric_models(spec_dir: Path = SPEC_DIR) -> list[str]:
     """The manifest's models (not the deep ones) whose cfg names a SYMMETRY."""
-    models = manifest.load_manifest(spec_dir / "models.toml").models
     return sorted(
         m.name
-        for m in models
+        for m in models(spec_dir).values()
         if not m.deep and symmetry.symmetry_of((spec_dir / m.cfg_file).read_text())
     )
 
 
 def check(name: str, spec_dir: Path = SPEC_DIR) -> symmetry.SymmetryReport:
     """One model's check, on `spec_dir` (a copy, in the tests that break it)."""
-    model = {m.name: m for m in manifest.load_manifest(spec_dir / "models.toml").models}[name]
+    model = models(spec_dir)[name]
     return symmetry.check_symmetry(
         name,
         spec_dir,
@@ -97,9 +101,9 @@ def check(name: str, spec_dir: Path = SPEC_DIR) -> symmetry.SymmetryReport:
 
 def inductive(name: str, spec_dir: Path = SPEC_DIR) -> dict[str, Any]:
     """One inductive model run by `make check`'s runner: its verdict, its
-    distinct states, its counterexample's last step, and whether that is
-    what INDUCTIVE wants."""
-    model = {m.name: m for m in manifest.load_manifest(spec_dir / "models.toml").models}[name]
+    distinct states and its counterexample's last step (`wrong_answer`
+    says whether that is what INDUCTIVE wants)."""
+    model = models(spec_dir)[name]
     with tempfile.TemporaryDirectory(prefix="shmref-ind-") as out:
         result = tlc_check.check_model(model, spec_dir, Path(out), workers=1, timeout=600)
     run = result.run
@@ -107,15 +111,18 @@ def inductive(name: str, spec_dir: Path = SPEC_DIR) -> dict[str, Any]:
     if run is not None and run.trace is not None and run.trace.states:
         action = run.trace.states[-1].vars.get("last_action", {})
         last = [str(action.get("name")), str(action.get("outcome", "ok"))]
-    verdict, step = INDUCTIVE[name]
-    wanted = result.verdict == verdict and last == (list(step) if step else None)
-    return {
+    seen = {
         "verdict": result.verdict,
         "states": run.distinct_states if run is not None else None,
         "last_step": last,
-        "as_wanted": wanted,
-        "detail": "" if wanted else result.detail[:300],
     }
+    return {**seen, "detail": result.detail[:300]} if wrong_answer(name, seen) else seen
+
+
+def wrong_answer(name: str, seen: dict[str, Any]) -> bool:
+    """An inductive model's run (or its record) is not what INDUCTIVE wants."""
+    verdict, step = INDUCTIVE[name]
+    return seen.get("verdict") != verdict or seen.get("last_step") != (list(step) if step else None)
 
 
 def inputs(spec_dir: Path = SPEC_DIR) -> list[Path]:
@@ -161,7 +168,7 @@ def problem(spec_dir: Path = SPEC_DIR) -> str:
     open_ = [n for n, m in symmetric.items() if not m.get("closed")]
     if open_:
         return f"{path} records graphs not closed under their symmetry: {', '.join(open_)}"
-    wrong = [n for n, m in proved.items() if not m.get("as_wanted")]
+    wrong = [n for n, m in proved.items() if wrong_answer(n, m)]
     if wrong:
         return f"{path} records inductive checks without the answer wanted: {', '.join(wrong)}"
     return ""
@@ -203,7 +210,7 @@ def write(
             f"inductive {name}: {seen['verdict']}, last step {seen['last_step']} "
             f"({time.monotonic() - began:.0f} s)"
         )
-        if not seen["as_wanted"]:
+        if wrong_answer(name, seen):
             print(f"{path} not written: {name}: {seen['detail']}", file=sys.stderr)
             return 1
         results["inductive"][name] = seen
@@ -224,7 +231,7 @@ def show(name: str) -> int:
     if name in INDUCTIVE:
         seen = inductive(name)
         print(f"inductive {name}: {seen['verdict']}, last step {seen['last_step']}")
-        return 0 if seen["as_wanted"] else 1
+        return 1 if wrong_answer(name, seen) else 0
     if name not in symmetric_models():
         raise ValueError(f"{name} is neither a symmetric model nor an inductive one")
     report = check(name)
