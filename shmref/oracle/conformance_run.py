@@ -27,7 +27,7 @@ from shmref.oracle.report import Report, forget
 from shmref.oracle.shmclean import remove_orphans
 from shmref.oracle.shrinkpass import SHRINK_FOLDER, shrink_failures
 from shmref.oracle.testgroups import pytest_checks
-from shmref.oracle.validation import isolated_protocol_checks, validate_early
+from shmref.oracle.validation import Verdicts, isolated_protocol_checks, validate_early
 from shmref.oracle.verdict import RUN_CHECKS, Check, level_status
 from shmref.render import sink
 from shmref.seed.build import SeedError
@@ -158,16 +158,17 @@ def run(
         if shrink:
             shrink_failures(job, outcome, shrink_budget, timeout, workers, config)
 
+    verdicts: Verdicts = {}  # TLC's on the recordings, made beside the run
     try:
         outcome = run_children(
-            job, timeout, workers, max_timeouts, config, progress, no_tlc, shrunk
+            job, timeout, workers, max_timeouts, config, progress, no_tlc, shrunk, verdicts
         )
     except BaseException:  # Ctrl-C, SIGTERM: the seed's run ends with this one
         if seed_run is not None:
             seed_run.stop()
         raise
     checks = [*first, *run_checks(levels, groups, outcome)]
-    checks += property_checks(job, groups, outcome, no_tlc, impl_root, only)
+    checks += property_checks(job, groups, outcome, no_tlc, impl_root, only, verdicts)
     if outcome.stopped:
         not_run.append(stopped_for_timeouts(checks, outcome.stopped, max_timeouts))
     run_levels = tuple(level for level in LEVELS if level in levels)
@@ -242,10 +243,13 @@ def run_children(
     progress: bool,
     no_tlc: str,
     then: Callable[[Outcome], None] | None = None,
+    verdicts: Verdicts | None = None,
 ) -> Outcome:
     """`job` run in children (shmref.oracle.isolation), its progress said
-    (`progress`), each recording validated by TLC as soon as it is made;
-    `then` (the shrinking pass) runs before those validations are waited for."""
+    (`progress`), each recording validated by TLC as soon as it is made
+    (into `verdicts`); `then` (the shrinking pass) runs before those
+    validations are waited for."""
+    verdicts = {} if verdicts is None else verdicts
     others = {RECORDING_UNIT: len(job.recordings)} if job.recordings else {}
     others.update({hazard_unit(model): 1 for model in job.hazards})
     bar = Progress(sys.stderr, others) if progress else None
@@ -256,7 +260,9 @@ def run_children(
             bar.event(event)
         if isinstance(event, Recorded) and event.error is None and not no_tlc:
             early.append(
-                threading.Thread(target=validate_early, args=(event.path, job.out), daemon=True)
+                threading.Thread(
+                    target=validate_early, args=(event.path, job.out, verdicts), daemon=True
+                )
             )
             early[-1].start()
 
@@ -277,15 +283,17 @@ def property_checks(
     no_tlc: str,
     impl_root: str | None,
     only: Collection[str] | None,
+    verdicts: Verdicts | None = None,
 ) -> list[Check]:
     """Each property's check from what the children reported: the suite's
-    tests by property, the recordings and the hazards (only those of `only`)."""
+    tests by property, the recordings (TLC's `verdicts` made beside the run
+    read) and the hazards (only those of `only`)."""
     root = impl_root or None
     name = job.impl.name
     cases = list(outcome.cases.values())
     checks = pytest_checks(name, groups, cases, root, job.profile, outcome.incidents)
     protocol = PROTOCOL in job.levels
-    checks += isolated_protocol_checks(name, job.out, outcome, protocol, no_tlc, root)
+    checks += isolated_protocol_checks(name, job.out, outcome, protocol, no_tlc, root, verdicts)
     if only is not None:  # the others' checks were not run (what went wrong in the run stays)
         checks = [
             c for c in checks if c.name in RUN_CHECKS or any(matches(n, c.name) for n in only)

@@ -22,13 +22,23 @@ from shmref.render import sink
 from shmref.render.build import Builder
 from shmref.render.traceformat import Trace as Timeline
 from shmref.traces.recording import Recording
-from shmref.traces.tracecheck import validate_either
+from shmref.traces.tracecheck import Validation, validate_either
+
+# TLC's verdicts on this run's recordings made beside it, keyed by the
+# recording's SHA-256 (validate_early): validation_check reads them instead
+# of running TLC on the same bytes again (a rejection costs two TLC runs and
+# a diagnosis: 4 s a recording, after the last test).
+Verdicts = dict[str, Validation]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def verdict_path(path: Path) -> Path:
     """An accepted recording's verdict is kept, keyed by its bytes (and the
     spec's hash): the same run of the same implementation is not re-checked."""
-    return cache_dir("validated") / f"{hashlib.sha256(path.read_bytes()).hexdigest()}.txt"
+    return cache_dir("validated") / f"{digest(path)}.txt"
 
 
 def keep_accepted(verdict: Path, recording: Recording, fixed: object) -> str:
@@ -37,11 +47,12 @@ def keep_accepted(verdict: Path, recording: Recording, fixed: object) -> str:
     return note
 
 
-def validate_early(path: Path, out: Path) -> None:
+def validate_early(path: Path, out: Path, verdicts: Verdicts) -> None:
     """TLC checks a recording as soon as the child has written it, beside the
     rest of the run (a first run's validation no longer waits for the last
-    test); an accepted verdict is kept for validation_check, anything else is
-    left for it to find again and report."""
+    test). Its verdict goes in `verdicts` for validation_check (an accepted
+    one is also kept in the cache); a recording it cannot read or TLC
+    cannot judge is left for validation_check to meet again and report."""
     try:
         recording = Recording.load(path)
         verdict = verdict_path(path)
@@ -49,6 +60,7 @@ def validate_early(path: Path, out: Path) -> None:
             result = validate_either(recording, out_dir=out / "trace" / path.stem)
             if result.accepted:
                 keep_accepted(verdict, recording, result.switches["FIXED"])
+            verdicts[digest(path)] = result
     except Exception:  # noqa: BLE001 - validation_check meets it again and reports it
         return
 
@@ -58,7 +70,10 @@ def validation_check(
     recordings: list[tuple[Path, Recording | Exception]],
     out: Path,
     impl: ModuleType | str | None = None,
+    verdicts: Verdicts | None = None,
 ) -> Check:
+    """`verdicts`: TLC's, made beside the run (validate_early), read
+    instead of running TLC again on the same bytes."""
     what = "implementation -> spec: a recorded random run is a behaviour of the spec (TLC)"
     check = Check(PROTOCOL, "trace validation", what, PASS)
     notes = []
@@ -89,7 +104,9 @@ def validation_check(
         if verdict.is_file():
             notes.append(verdict.read_text().strip() + " (cached verdict)")
             continue
-        result = validate_either(recording, out_dir=out / "trace" / path.stem)
+        result = (verdicts or {}).get(digest(path)) or validate_either(
+            recording, out_dir=out / "trace" / path.stem
+        )
         if result.accepted:
             notes.append(keep_accepted(verdict, recording, result.switches["FIXED"]))
             continue
@@ -132,10 +149,16 @@ def rejected_trace(recording: Recording, matched: int, why: str) -> Timeline:
 
 
 def isolated_protocol_checks(
-    name: str, out: Path, outcome: Outcome, protocol: bool, no_tlc: str, root: str | None
+    name: str,
+    out: Path,
+    outcome: Outcome,
+    protocol: bool,
+    no_tlc: str,
+    root: str | None,
+    verdicts: Verdicts | None = None,
 ) -> list[Check]:
     """The hazard replays the child judged (or lost), and trace validation of
-    its recordings, which TLC does here."""
+    its recordings, which TLC does here (or did beside the run: `verdicts`)."""
     if not protocol:
         return []
     checks = list(outcome.checks)
@@ -167,7 +190,7 @@ def isolated_protocol_checks(
             problem = contract.MissingCapability(error) if made.missing else RuntimeError(error)
             recordings.append((made.path, problem))
     try:
-        checks.append(validation_check(name, recordings, out, root))
+        checks.append(validation_check(name, recordings, out, root, verdicts))
     except tlc.TlcError as exc:
         checks.append(Check(PROTOCOL, RECORDING_UNIT[1], what, ERROR, detail=str(exc)))
     return checks

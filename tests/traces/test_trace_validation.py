@@ -246,6 +246,35 @@ def test_an_exception_of_no_contract_type_is_the_steps_outcome_and_a_fail(
     assert f'last_action.outcome: recording "{outcome}", spec "ok"' in trace, trace
 
 
+def test_a_verdict_made_beside_the_run_is_not_made_again(recording, tmp_path: Path, monkeypatch):
+    """validation_check reads TLC's verdict that validate_early made on the
+    same bytes (a rejection is two TLC runs and a diagnosis, after the last
+    test); the broken input: a verdict on other bytes is not taken for it."""
+    from shmref.oracle import validation
+    from shmref.traces.tracecheck import Validation
+
+    path = tmp_path / "recording-1.json"
+    recording = copy.deepcopy(recording)  # bytes no verdict in the cache is of
+    recording.log[2]["outcome"] = "MadeEarly"
+    recording.save(path)
+    made = Validation(
+        False, 2, len(recording.log), {"FIXED": True}, recording.log[2], None, None, "made early"
+    )  # type: ignore[arg-type]
+
+    def tlc_again(*_args: Any, **_kwargs: Any) -> Validation:
+        raise AssertionError("TLC ran again")
+
+    monkeypatch.setattr(validation, "validate_either", tlc_again)
+    check = validation.validation_check(
+        "early", [(path, recording)], tmp_path, verdicts={validation.digest(path): made}
+    )
+    assert check.status == "FAIL" and "made early" in check.failures[0]["trace"], check
+    with pytest.raises(AssertionError, match="TLC ran again"):
+        validation.validation_check(
+            "early", [(path, recording)], tmp_path, verdicts={"0" * 64: made}
+        )
+
+
 # -- recordings in ITF ----------------------------------------------------------------
 
 
