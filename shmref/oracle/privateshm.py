@@ -21,6 +21,8 @@ import errno
 import os
 from dataclasses import dataclass
 
+from shmref.process import shmwatch
+
 SHM = "/dev/shm"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -109,6 +111,7 @@ def _private_shm() -> str | None:
     options = f"mode=1777,size={size}".encode()
     if libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         return f"no tmpfs on {SHM}: {errno.errorcode.get(ctypes.get_errno(), '?')}"
+    shmwatch.moved()  # its watch of the /dev/shm it left tells nothing now
     return None
 
 

@@ -14,14 +14,19 @@ stopped quietly and the next request starts another.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn, Protocol
 
 from shmref.process import segments, shmwatch
-from shmref.process.messages import REQUEST_PIPELINE, ProgramFailure, ProtocolError, as_version
+from shmref.process.messages import (
+    REQUEST_PIPELINE,
+    ProgramFailure,
+    ProtocolError,
+    as_version,
+    line_of,
+)
 from shmref.process.states import RingStates
 
 AHEAD_MAX = 64  # requests in flight at once
@@ -109,7 +114,7 @@ class Ahead:
         for op, arguments in calls[:AHEAD_MAX]:
             message = {"type": "request", "id": prog.next_id + 1, "op": op, "object": target}
             message = as_version({**message, **arguments}, prog.version)
-            line = json.dumps(message, allow_nan=False) + "\n"
+            line = line_of(message)
             if lines and size + len(line) > AHEAD_BYTES:
                 break
             prog.next_id += 1

@@ -37,6 +37,7 @@ from shmref.process.messages import (
     as_version,
     error_from,
     hello_problem,
+    line_of,
     short,
 )
 from shmref.process.states import RingStates, state_problem
@@ -155,7 +156,7 @@ class Program(Lines):
     def send(self, message: dict[str, Any]) -> None:
         message = as_version(message, self.version)
         self.record("out", message)
-        line = (json.dumps(message, allow_nan=False) + "\n").encode("utf-8")
+        line = line_of(message).encode("utf-8")
         self.write(line, message.get("id", ""), message.get("op", message.get("type")))
 
     def write(self, data: bytes, rid: Any, op: Any) -> None:

@@ -52,6 +52,7 @@ class Watch:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.device = shm_device()  # the /dev/shm watched (the process may move: below)
+        self.moves = _MOVES  # the process's moves when this was made (`moved`)
         # re-entrant: a finalizer the garbage collector runs while this
         # thread holds it may close a ring, which is a request of its own
         self.lock = threading.RLock()
@@ -152,6 +153,28 @@ def inotify_fd() -> int | None:
 
 _WATCH: Watch | None = None
 _START = threading.RLock()  # re-entrant, as Watch.lock
+# What `current` compares without a system call per request (a request's
+# cost is mostly its system calls and cold caches): this process's id,
+# changed in a forked child only, and how many times it moved (`moved`).
+_PID = os.getpid()
+_MOVES = 0
+
+
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def moved() -> None:
+    """This process is on another /dev/shm from now on (shmref.oracle.
+    privateshm mounted one of its own): the next window comes from a new
+    watch, which looks at the folder the process sees now."""
+    global _MOVES
+    with _START:
+        _MOVES += 1
 
 
 def shm_device() -> int | None:
@@ -163,26 +186,35 @@ def shm_device() -> int | None:
 
 def current(made: Watch | None) -> bool:
     """`made` watches this process's /dev/shm: made by this process (a
-    forked child makes its own), on the tmpfs there now (a process that
+    forked child makes its own), and since its last move (a process that
     moved onto a /dev/shm of its own, shmref.oracle.privateshm, watches that
-    one from then on)."""
-    return made is not None and made.pid == os.getpid() and made.device == shm_device()
+    one from then on: then the device says whether it is the same)."""
+    if made is None or made.pid != _PID:
+        return False
+    return made.moves == _MOVES or made.device == shm_device()
 
 
 def watch() -> Watch:
     """This process's watch."""
     global _WATCH
+    made = _WATCH
+    if made is not None and made.pid == _PID and made.moves == _MOVES:
+        return made  # the usual case, without a lock or a system call
     with _START:
-        if not current(_WATCH):
-            made = Watch()
-            if not current(_WATCH):  # none made meanwhile
-                old, _WATCH = _WATCH, made
-                if old is not None and old.pid == os.getpid():
-                    old.stop()  # the /dev/shm it watched is not this process's now
-            elif made.fd is not None:
+        if current(_WATCH):
+            assert _WATCH is not None
+            _WATCH.moves = _MOVES  # still on the /dev/shm it watches
+            return _WATCH
+        made = Watch()
+        if current(_WATCH):  # one made meanwhile (a finalizer's request, re-entrant)
+            if made.fd is not None:
                 os.close(made.fd)
-        assert _WATCH is not None
-        return _WATCH
+            assert _WATCH is not None
+            return _WATCH
+        old, _WATCH = _WATCH, made
+        if old is not None and old.pid == os.getpid():
+            old.stop()  # the /dev/shm it watched is not this process's now
+        return made
 
 
 def window() -> Window:
