@@ -50,6 +50,9 @@ READ_COUNT_HOOK = "shmref_read_count"
 # and of a free_buf predicate that frees by id alone: the ids it frees.
 SEND_AHEAD_HOOK, DROP_AHEAD_HOOK = "shmref_send_ahead", "shmref_drop_ahead"
 FREE_IDS_HOOK = "shmref_free_ids"
+# Optional hook of a ring in another process: its four positions in one call
+# (what reading each of them gives; the replays observe them after every step).
+POSITIONS_HOOK = "shmref_positions"
 
 
 # -- the four classes ----------------------------------------------------------------------

@@ -175,9 +175,12 @@ function handle(q) {
   }
 }
 
-// The state of the request's ring (its target, or its target's ring) after the request.
-function ringStateOf(q) {
-  const o = typeof q.object === 'string' ? objects.get(q.object) : undefined;
+// The state of the request's ring (its target, or its target's ring) after the
+// request; for a constructor, of the ring its result names (or its storage's ring).
+function ringStateOf(q, result) {
+  const made = result && typeof result === 'object' ? (result.ring ?? result.storage) : undefined;
+  const id = q.object === undefined ? made : q.object;
+  const o = typeof id === 'string' ? objects.get(id) : undefined;
   if (o instanceof Ring) return o.state();
   if (o instanceof Storage) return o.ring.state();
   return undefined;
@@ -218,7 +221,7 @@ for (;;) {
     if (!(e instanceof PyError)) log(`internal error on ${q.op}: ${e.stack}`);
     reply = { type: 'reply', in_reply_to: q.id, error: { kind, message: String(e.message) } };
   }
-  const state = ringStateOf(q);
+  const state = ringStateOf(q, reply.result);
   if (state !== undefined) reply.ring_state = state;
   if (MUTANT === 'put-reply-id' && q.op === 'put') reply.in_reply_to = q.id + 1;
   send(reply);

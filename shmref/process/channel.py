@@ -119,6 +119,7 @@ class Program(Lines):
         self.removed: list[str] = []  # those it left, removed when it ended
         self.log = run.protocol_log if log is None else log
         self.before: shmwatch.Window | None = shmwatch.window()
+        self.unplaced: dict[str, Any] | None = None  # a constructor's carried state (`carried`)
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -203,6 +204,7 @@ class Program(Lines):
             try:
                 if self.ahead.window is None:  # else that one covers this request
                     self.before = shmwatch.window()
+                self.unplaced = None  # a constructor's carried state (`carried`)
                 rid = self.ahead.take(op, target, arguments)
                 sent_ahead = rid is not None
                 if rid is None:
@@ -222,7 +224,9 @@ class Program(Lines):
                     raise
                 if sent_ahead:
                     self.ahead.must_carry(target, rid)
-                self.states.made(op, arguments, result)
+                made = self.states.made(op, arguments, result)
+                if made is not None and self.unplaced is not None:
+                    self.states.keep(made, self.generation, self.unplaced)
                 return result
             finally:
                 self.account()
@@ -280,7 +284,7 @@ class Program(Lines):
             if kind == "callback":
                 self.answer(rid, got, callback, waiting)
                 continue
-            if ("result" in got) == ("error" in got) or set(got) - self.reply_fields:
+            if ("result" in got) == ("error" in got) or not got.keys() <= self.reply_fields:
                 self.fail(
                     ProtocolError(
                         f"{self.spec}: a reply needs exactly one of result or error"
@@ -320,6 +324,8 @@ class Program(Lines):
         ring = self.states.ring_of(target)
         if ring is not None:
             self.states.keep(ring, self.generation, reply["ring_state"])
+        elif target is None:  # a constructor's: kept once its result names the ring
+            self.unplaced = reply["ring_state"]
 
     def answer(
         self,

@@ -20,12 +20,18 @@ from types import ModuleType
 from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from shmref.contract import BYTES_VALUES, DROP_AHEAD_HOOK, SEND_AHEAD_HOOK
+from shmref.contract import BYTES_VALUES, DROP_AHEAD_HOOK, POSITIONS_HOOK, SEND_AHEAD_HOOK
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
 from shmref.process.messages import REQUEST_PIPELINE, b64, encode, unb64
-from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
+from shmref.process.ring import (
+    POSITION_NAMES,
+    RING_ALIAS,
+    BadArgument,
+    ProxyRing,
+    state_property,
+)
 
 PREFIX = PROGRAM_PREFIX
 SENT_AHEAD = frozenset({"is_cached"})  # a storage's calls the oracle names ahead (observe)
@@ -301,9 +307,11 @@ def build(spec: str) -> ModuleType:
         "ARGV": argv,
         "__module__": RING_ALIAS,
     }
-    for name in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end"):
+    for name in POSITION_NAMES:
         if f"ring.{name}" in caps:
             ring_attrs[name] = state_property(name)
+    if all(f"ring.{name}" in caps for name in POSITION_NAMES):
+        ring_attrs[POSITIONS_HOOK] = ProxyRing._positions
     if "ring.ID_MAX" in caps:
         ring_attrs["ID_MAX"] = state_property("ID_MAX")
     if REQUEST_PIPELINE in caps:

@@ -16,6 +16,7 @@ from shmref.contract import FREE_IDS_HOOK, MissingCapability
 from shmref.process.channel import Program, program
 from shmref.process.messages import REQUEST_FREE_IDS, b64, encode, unb64
 
+POSITION_NAMES = ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
 # The ring class's module, for the oracle's watchdog (as shmref.process.proxy.ALIAS).
 RING_ALIAS = "shmref_exec_ring"
 sys.modules.setdefault(RING_ALIAS, sys.modules[__name__])
@@ -78,6 +79,12 @@ class ProxyRing:
         if known is not None and known[0] == prog.generation:
             return known[1]
         return prog.ring_state(self._id)
+
+    def _positions(self) -> dict[str, int]:
+        """The four positions at once (shmref.contract.POSITIONS_HOOK): what
+        reading each property gives, from one look at the known state."""
+        state = self._state()
+        return {name: state[name] for name in POSITION_NAMES}
 
     def handle(self) -> tuple[int, str]:
         got = self._call("handle")

@@ -219,7 +219,11 @@ class Server:
                     "in_reply_to": message["id"],
                     "error": {"kind": kind_of(exc), "message": str(exc)},
                 }
-            state = self.ring_state_of(message.get("object")) if self.carry_state else None
+            made = reply.get("result") if "object" not in message else None
+            target = message.get("object")
+            if isinstance(made, dict):  # a constructor's: the ring it names, or its storage's
+                target = made.get("ring", made.get("storage"))
+            state = self.ring_state_of(target) if self.carry_state else None
             if state is not None:
                 reply["ring_state"] = state
             self.send(reply)

@@ -18,9 +18,19 @@ RING_STATE_FIELDS = (
 )
 
 
+FIELD_SET = frozenset(RING_STATE_FIELDS)
+
+
 def state_problem(state: Any) -> str:
     """What is wrong with a ring state (empty: nothing): the five integers of
-    the `ring_state` result, nothing else."""
+    the `ring_state` result, nothing else (checked with every reply: the
+    usual answer is found without building a set or a list)."""
+    if type(state) is dict and state.keys() == FIELD_SET:
+        for name in RING_STATE_FIELDS:
+            if type(state[name]) is not int:
+                break
+        else:
+            return ""
     if not isinstance(state, dict) or set(state) != set(RING_STATE_FIELDS):
         return f"must be an object of exactly {', '.join(RING_STATE_FIELDS)}"
     wrong = [name for name in RING_STATE_FIELDS if type(state[name]) is not int]
@@ -36,20 +46,25 @@ class RingStates:
         self.rings: dict[str, str] = {}  # ring or storage id -> its ring's id
         self.known: dict[str, tuple[int, dict[str, Any]]] = {}
 
-    def made(self, op: str, arguments: dict[str, Any], result: Any) -> None:
+    def made(self, op: str, arguments: dict[str, Any], result: Any) -> str | None:
         """Learn the objects a constructor's result names (nothing from a
-        result that is not one: the proxy refuses it)."""
+        result that is not one: the proxy refuses it); the ring of the
+        object it made (None: it made none)."""
         if not isinstance(result, dict):
-            return
+            return None
         ring, storage = result.get("ring"), result.get("storage")
         if op == "create_ring" and isinstance(ring, str):
             self.rings[ring] = ring
-        elif op == "create" and isinstance(storage, str):
+            return ring
+        if op == "create" and isinstance(storage, str):
             given = arguments.get("ring")
             if isinstance(given, str) and self.rings.get(given) == given:
                 self.rings[storage] = given
+                return given
         elif op == "attach" and isinstance(storage, str) and isinstance(ring, str):
             self.rings[ring] = self.rings[storage] = ring
+            return ring
+        return None
 
     def ring_of(self, target: str | None) -> str | None:
         return None if target is None else self.rings.get(target)

@@ -32,6 +32,7 @@ from typing import Any, cast
 
 from shmref.contract import (
     DROP_AHEAD_HOOK,
+    POSITIONS_HOOK,
     READ_COUNT_HOOK,
     SEND_AHEAD_HOOK,
     MissingCapability,
@@ -49,6 +50,7 @@ from shmref.store.values import (
     value_for,
 )
 
+POSITIONS = ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
 FORGED_SIGNATURE = [0] * 32
 FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
@@ -302,16 +304,7 @@ class Driver:
         docstring), the read counts."""
         ring = self.ring
         state: dict[str, Any] = {}
-        for name in (
-            "data_buffer_start",
-            "data_buffer_end",
-            "monotonic_id_start",
-            "monotonic_id_end",
-        ):
-            try:  # read once (contract.has's rule: a property that raises is missing)
-                value = getattr(ring, name)
-            except Exception:
-                continue
+        for name, value in self._positions(ring).items():
             state[name] = self._scaled(value) if name.startswith("data") else value
         writer = self.writer
         if writer is None:
@@ -325,6 +318,27 @@ class Driver:
         if writer is not None and count is not None:
             state["counts"] = {i: count(a) for i, a in live.items()}
         return state
+
+    @staticmethod
+    def _positions(ring: Any) -> dict[str, Any]:
+        """The ring's documented positions it has: each read once
+        (contract.has's rule: a property that raises is missing), or all
+        four from a ring in another process at once (POSITIONS_HOOK: the
+        same values; if it raises, each is read as any ring's)."""
+        hook = getattr(ring, POSITIONS_HOOK, None)
+        if hook is not None:
+            try:
+                found: dict[str, Any] = hook()
+                return found
+            except Exception:  # noqa: S110 - read one by one below, as any ring's
+                pass
+        positions = {}
+        for name in POSITIONS:
+            try:
+                positions[name] = getattr(ring, name)
+            except Exception:
+                continue
+        return positions
 
     def _still_cached(self, writer: Any) -> dict[str, tuple[int, int]]:
         """The keys placed that `is_cached` still finds: one call each, named

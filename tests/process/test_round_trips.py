@@ -59,9 +59,18 @@ def test_a_program_that_carries_the_state_is_not_asked_for_it(tmp_path: Path) ->
     assert carried == asked == [True] * TRACES
     steps = asked_ops["allocate_buf"] + asked_ops["free_buf"]
     assert asked_ops["ring_state"] >= steps > 50  # asked after every step that calls
-    # asked once per trace: after create_ring, whose reply has no object to carry
-    assert carried_ops["ring_state"] == TRACES
+    # never asked: even create_ring's reply carries the new ring's state
+    assert carried_ops["ring_state"] == 0
     assert sum(carried_ops.values()) < sum(asked_ops.values()) - steps
+
+
+def test_a_constructor_that_carries_no_state_is_asked_for_it(tmp_path: Path) -> None:
+    """A program whose constructors' replies carry no ring_state (as before
+    they could) is asked `ring_state` once per trace, after create_ring,
+    and gets the same verdicts."""
+    verdicts, ops = replayed(f"exec:{BROKEN} quiet_constructors 0", tmp_path / "quiet.jsonl")
+    assert verdicts == [True] * TRACES
+    assert ops["ring_state"] == TRACES
 
 
 def test_a_wrong_carried_state_is_caught_by_the_replay(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ shmref.process.serve) with one fault.
       lie_then_abort  as lying_state, and os.abort() on its Nth allocate_buf
       stateless       offers reply.ring_state and request.pipeline, carries no ring_state
       keeps_free_ids  offers request.free_ids and frees nothing a free_buf's ids name
+      quiet_constructors  carries ring_state in every reply but a constructor's
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Broken(Server):
     def __init__(self, mode: str, nth: int) -> None:
         super().__init__(refimpl, ["writer", "reader"], sys.stdout, sys.stdin)
         self.mode, self.nth, self.requests, self.gets = mode, nth, 0, 0
+        self.constructing = False  # the request being answered is a constructor
 
     def ring_state_of(self, target: Any) -> dict[str, int] | None:
         state = Server.ring_state_of(self, target)
@@ -44,6 +46,8 @@ class Broken(Server):
         return state
 
     def send(self, message: dict[str, Any]) -> None:
+        if self.mode == "quiet_constructors" and self.constructing:
+            message = {k: v for k, v in message.items() if k != "ring_state"}
         if message.get("type") == "hello" and self.mode == "unoffered_state":
             unoffered = ("reply.ring_state", "request.pipeline")  # the second needs the first
             caps = [c for c in message["capabilities"] if c not in unoffered]
@@ -64,6 +68,7 @@ class Broken(Server):
         super().send(message)
 
     def handle(self, op: str, raw: dict[str, Any], a: dict[str, Any]) -> Any:
+        self.constructing = op in ("create_ring", "create", "attach")
         if op == "get" and self.mode == "abort":
             self.gets += 1
             if self.gets == self.nth:

@@ -203,7 +203,9 @@ impl<R: BufRead, W: Write> Server<R, W> {
                 Some(Value::Int(i)) if req.get("type") == Some(&Value::Str("request".into())) => *i,
                 _ => return Err(format!("not a request: {}", line.trim_end())),
             };
-            let mut reply = match self.dispatch(id, &req) {
+            let outcome = self.dispatch(id, &req);
+            let state = self.ring_state_of(&req, outcome.as_ref().ok());
+            let mut reply = match outcome {
                 Ok(result) => obj(vec![("type", s("reply")), ("in_reply_to", Value::Int(id)), ("result", result)]),
                 Err(e) if e.kind == "ProtocolError" => return Err(e.message),
                 Err(e) => obj(vec![
@@ -212,7 +214,7 @@ impl<R: BufRead, W: Write> Server<R, W> {
                     ("error", obj(vec![("kind", s(e.kind)), ("message", Value::Str(e.message))])),
                 ]),
             };
-            if let (Some(state), Value::Obj(fields)) = (self.ring_state_of(&req), &mut reply) {
+            if let (Some(state), Value::Obj(fields)) = (state, &mut reply) {
                 fields.push(("ring_state".to_string(), state));
             }
             self.send(&reply).map_err(|e| e.to_string())?;
@@ -224,9 +226,19 @@ impl<R: BufRead, W: Write> Server<R, W> {
     }
 
     /// The state of the request's ring (its target, or its target's ring)
-    /// after the request; None for a constructor or an id it never gave.
-    fn ring_state_of(&self, req: &Value) -> Option<Value> {
-        let target = req.get("object")?.as_str()?;
+    /// after the request; for a constructor, of the ring its result names
+    /// (or its storage's ring); None for an id it never gave.
+    fn ring_state_of(&self, req: &Value, result: Option<&Value>) -> Option<Value> {
+        let target = match req.get("object") {
+            Some(object) => object.as_str()?,
+            None => {
+                let made = result?;
+                match made.get("ring") {
+                    Some(ring) => ring.as_str()?,
+                    None => made.get("storage")?.as_str()?,
+                }
+            }
+        };
         let ring = match self.rings.get(target) {
             Some(ring) => ring,
             None => self.rings.get(&self.storages.get(target)?.ring)?,
