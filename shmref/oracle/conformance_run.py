@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import sys
 import threading
@@ -148,10 +147,8 @@ def run(
     no_tlc = tlc.unavailable()
     if no_tlc and baseline:  # said once (the seed baseline's run is quiet)
         print(f"shmref: {no_tlc}", file=sys.stderr)
-    job = dataclasses.replace(
-        first_pass_job(impl, out, quick, levels, groups, hazards, only, shrink),
-        counterexample=counterexample.resolve() if counterexample else None,
-        call_timeout=call_timeout,
+    job = first_pass_job(
+        impl, out, quick, levels, groups, hazards, only, shrink, counterexample, call_timeout
     )
 
     def shrunk(outcome: Outcome) -> None:
@@ -192,10 +189,12 @@ def first_pass_job(
     hazards: Sequence[Hazard],
     only: Collection[str] | None,
     shrink: bool,
+    counterexample: Path | None = None,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
 ) -> Job:
     """What the run's children are told first: the groups, recordings and
-    hazards to run, failing examples saved unshrunk (`shrink_failures`
-    shrinks them after)."""
+    hazards to run (on a user's TLC output: `counterexample`), failing
+    examples saved unshrunk (`shrink_failures` shrinks them after)."""
     protocol = PROTOCOL in levels
     record = protocol and (only is None or RECORDING_UNIT[1] in only)
     return Job(
@@ -206,9 +205,9 @@ def first_pass_job(
         groups=tuple(g.label for g in groups),
         recordings=recording_tasks(out, quick, record),
         hazards=tuple(h.model for h in hazards) if protocol else (),
-        counterexample=None,  # (the caller's, with its call timeout: dataclasses.replace)
+        counterexample=counterexample.resolve() if counterexample else None,
         shrink_budget=0,
-        call_timeout=DEFAULT_CALL_TIMEOUT,
+        call_timeout=call_timeout,
         save_examples=out / SHRINK_FOLDER / "examples" if shrink else None,
     )
 

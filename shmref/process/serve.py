@@ -25,6 +25,7 @@ three steps, its `get` cut at its serde in the program's own process.
 from __future__ import annotations
 
 import base64
+import builtins
 import importlib
 import json
 import operator
@@ -33,7 +34,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from shmref.contract import OPTIONAL, has
+from shmref.contract import OPTIONAL, has, missing
 from shmref.process import PROTOCOL_VERSION
 from shmref.process.messages import (
     CAPABILITIES,
@@ -101,8 +102,6 @@ def decode(value: Any) -> Any:
 
 def kind_of(exc: BaseException) -> str:
     """The builtin exception the error is (the first in its MRO)."""
-    import builtins
-
     for cls in type(exc).__mro__:
         if getattr(builtins, cls.__name__, None) is cls:
             return str(cls.__name__)
@@ -219,8 +218,8 @@ class Server:
                     "in_reply_to": message["id"],
                     "error": {"kind": kind_of(exc), "message": str(exc)},
                 }
-            made = reply.get("result") if "object" not in message else None
             target = message.get("object")
+            made = reply.get("result") if target is None else None
             if isinstance(made, dict):  # a constructor's: the ring it names, or its storage's
                 target = made.get("ring", made.get("storage"))
             state = self.ring_state_of(target) if self.carry_state else None
@@ -413,8 +412,6 @@ class Server:
 
 
 def _missing_optional(impl: Any) -> list[str]:
-    from shmref.contract import missing
-
     lacking = missing(impl, optional=True)
     return [
         c.label
@@ -435,8 +432,7 @@ def main(argv: list[str]) -> int:
     name = argv[0] if argv else "refimpl"
     impl = importlib.import_module(name)
     # the protocol is on stdout: anything the implementation prints goes to stderr
-    out = sys.stdout
-    sys.stdout = sys.stderr
+    out, sys.stdout = sys.stdout, sys.stderr
     Server(impl, roles, out, sys.stdin).run()
     return 0
 
