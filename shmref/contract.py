@@ -53,6 +53,7 @@ FREE_IDS_HOOK = "shmref_free_ids"
 # Optional hook of a ring in another process: its four positions in one call
 # (what reading each of them gives; the replays observe them after every step).
 POSITIONS_HOOK = "shmref_positions"
+RING_POSITIONS = ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
 
 
 # -- the four classes ----------------------------------------------------------------------

@@ -241,14 +241,13 @@ def run_children(
     config: RunConfig | None,
     progress: bool,
     no_tlc: str,
-    then: Callable[[Outcome], None] | None = None,
-    verdicts: Verdicts | None = None,
+    then: Callable[[Outcome], None] | None,
+    verdicts: Verdicts,
 ) -> Outcome:
     """`job` run in children (shmref.oracle.isolation), its progress said
     (`progress`), each recording validated by TLC as soon as it is made
     (into `verdicts`); `then` (the shrinking pass) runs before those
     validations are waited for."""
-    verdicts = {} if verdicts is None else verdicts
     others = {RECORDING_UNIT: len(job.recordings)} if job.recordings else {}
     others.update({hazard_unit(model): 1 for model in job.hazards})
     bar = Progress(sys.stderr, others) if progress else None

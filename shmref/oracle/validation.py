@@ -35,10 +35,11 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def verdict_path(path: Path) -> Path:
-    """An accepted recording's verdict is kept, keyed by its bytes (and the
-    spec's hash): the same run of the same implementation is not re-checked."""
-    return cache_dir("validated") / f"{digest(path)}.txt"
+def verdict_path(key: str) -> Path:
+    """An accepted recording's verdict is kept, keyed by its bytes' SHA-256
+    (`digest`; and the spec's hash): the same run of the same implementation
+    is not re-checked."""
+    return cache_dir("validated") / f"{key}.txt"
 
 
 def keep_accepted(verdict: Path, recording: Recording, fixed: object) -> str:
@@ -55,12 +56,13 @@ def validate_early(path: Path, out: Path, verdicts: Verdicts) -> None:
     cannot judge is left for validation_check to meet again and report."""
     try:
         recording = Recording.load(path)
-        verdict = verdict_path(path)
+        key = digest(path)
+        verdict = verdict_path(key)
         if not verdict.is_file():
             result = validate_either(recording, out_dir=out / "trace" / path.stem)
             if result.accepted:
                 keep_accepted(verdict, recording, result.switches["FIXED"])
-            verdicts[digest(path)] = result
+            verdicts[key] = result
     except Exception:  # noqa: BLE001 - validation_check meets it again and reports it
         return
 
@@ -100,11 +102,12 @@ def validation_check(
                 }
             )
             continue
-        verdict = verdict_path(path)
+        key = digest(path)
+        verdict = verdict_path(key)
         if verdict.is_file():
             notes.append(verdict.read_text().strip() + " (cached verdict)")
             continue
-        result = (verdicts or {}).get(digest(path)) or validate_either(
+        result = (verdicts or {}).get(key) or validate_either(
             recording, out_dir=out / "trace" / path.stem
         )
         if result.accepted:

@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any
 
+from shmref.contract import RING_POSITIONS
 from shmref.process import PROTOCOL_VERSION, VERSIONS, VERSIONS_PAGE
 
 CAPABILITIES = (
@@ -44,10 +45,7 @@ REQUEST_FREE_IDS = "request.free_ids"
 # the three together: a program that cannot carry its rings' states offers none
 # of them (request.pipeline's replies must carry it; the rest are the protocol's)
 ROUND_TRIPS = (REPLY_RING_STATE, REQUEST_PIPELINE, REQUEST_FREE_IDS)
-POSITIONS = tuple(
-    f"ring.{n}"
-    for n in ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
-)
+POSITIONS = tuple(f"ring.{n}" for n in RING_POSITIONS)
 
 
 class ProgramFailure(Exception):

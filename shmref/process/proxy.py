@@ -20,18 +20,18 @@ from types import ModuleType
 from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
-from shmref.contract import BYTES_VALUES, DROP_AHEAD_HOOK, POSITIONS_HOOK, SEND_AHEAD_HOOK
+from shmref.contract import (
+    BYTES_VALUES,
+    DROP_AHEAD_HOOK,
+    POSITIONS_HOOK,
+    RING_POSITIONS,
+    SEND_AHEAD_HOOK,
+)
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
-from shmref.process.messages import REQUEST_PIPELINE, b64, encode, unb64
-from shmref.process.ring import (
-    POSITION_NAMES,
-    RING_ALIAS,
-    BadArgument,
-    ProxyRing,
-    state_property,
-)
+from shmref.process.messages import POSITIONS, REQUEST_PIPELINE, b64, encode, unb64
+from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
 PREFIX = PROGRAM_PREFIX
 SENT_AHEAD = frozenset({"is_cached"})  # a storage's calls the oracle names ahead (observe)
@@ -307,10 +307,10 @@ def build(spec: str) -> ModuleType:
         "ARGV": argv,
         "__module__": RING_ALIAS,
     }
-    for name in POSITION_NAMES:
+    for name in RING_POSITIONS:
         if f"ring.{name}" in caps:
             ring_attrs[name] = state_property(name)
-    if all(f"ring.{name}" in caps for name in POSITION_NAMES):
+    if set(POSITIONS) <= caps:
         ring_attrs[POSITIONS_HOOK] = ProxyRing._positions
     if "ring.ID_MAX" in caps:
         ring_attrs["ID_MAX"] = state_property("ID_MAX")

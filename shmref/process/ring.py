@@ -12,11 +12,10 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from refimpl.segment import attach_untracked
-from shmref.contract import FREE_IDS_HOOK, MissingCapability
+from shmref.contract import FREE_IDS_HOOK, RING_POSITIONS, MissingCapability
 from shmref.process.channel import Program, program
 from shmref.process.messages import REQUEST_FREE_IDS, b64, encode, unb64
 
-POSITION_NAMES = ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
 # The ring class's module, for the oracle's watchdog (as shmref.process.proxy.ALIAS).
 RING_ALIAS = "shmref_exec_ring"
 sys.modules.setdefault(RING_ALIAS, sys.modules[__name__])
@@ -84,7 +83,7 @@ class ProxyRing:
         """The four positions at once (shmref.contract.POSITIONS_HOOK): what
         reading each property gives, from one look at the known state."""
         state = self._state()
-        return {name: state[name] for name in POSITION_NAMES}
+        return {name: state[name] for name in RING_POSITIONS}
 
     def handle(self) -> tuple[int, str]:
         got = self._call("handle")

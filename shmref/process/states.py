@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-RING_STATE_FIELDS = (
-    "data_buffer_start",
-    "data_buffer_end",
-    "monotonic_id_start",
-    "monotonic_id_end",
-    "ID_MAX",
-)
+from shmref.contract import RING_POSITIONS
+
+RING_STATE_FIELDS = (*RING_POSITIONS, "ID_MAX")
 
 
 FIELD_SET = frozenset(RING_STATE_FIELDS)

@@ -34,6 +34,7 @@ from shmref.contract import (
     DROP_AHEAD_HOOK,
     POSITIONS_HOOK,
     READ_COUNT_HOOK,
+    RING_POSITIONS,
     SEND_AHEAD_HOOK,
     MissingCapability,
     has,
@@ -50,7 +51,6 @@ from shmref.store.values import (
     value_for,
 )
 
-POSITIONS = ("data_buffer_start", "data_buffer_end", "monotonic_id_start", "monotonic_id_end")
 FORGED_SIGNATURE = [0] * 32
 FOREIGN_SECRET = bytes(range(32))  # another storage's secret
 
@@ -333,7 +333,7 @@ class Driver:
             except Exception:  # noqa: S110 - read one by one below, as any ring's
                 pass
         positions = {}
-        for name in POSITIONS:
+        for name in RING_POSITIONS:
             try:
                 positions[name] = getattr(ring, name)
             except Exception:

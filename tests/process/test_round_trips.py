@@ -274,3 +274,28 @@ def test_a_finalizers_close_waits_for_the_requests_sent_ahead() -> None:
     finally:
         del prog.record
         ring.close()
+
+
+def test_a_programs_ring_gives_its_four_positions_in_one_call() -> None:
+    """POSITIONS_HOOK gives what reading each position gives; a ring whose
+    hook raises (the broken input) is read one position at a time."""
+    from shmref.contract import POSITIONS_HOOK, RING_POSITIONS
+    from shmref.store.driver import Driver
+
+    impl = load_impl(SERVE)
+    ring = impl.SingleWriterShmRingBuffer(1024, create=True)
+    try:
+        ring.allocate_buf(40)
+        each = {name: getattr(ring, name) for name in RING_POSITIONS}
+        assert each["data_buffer_end"] > 0
+        assert getattr(ring, POSITIONS_HOOK)() == each == Driver._positions(ring)
+    finally:
+        ring.close()
+
+    class Raising:
+        data_buffer_start, data_buffer_end, monotonic_id_start, monotonic_id_end = 0, 48, 0, 1
+
+        def shmref_positions(self) -> dict[str, int]:
+            raise RuntimeError("no state")
+
+    assert Driver._positions(Raising()) == dict(zip(RING_POSITIONS, (0, 48, 0, 1), strict=True))
