@@ -120,6 +120,8 @@ class Program(Lines):
         self.log = run.protocol_log if log is None else log
         self.before: shmwatch.Window | None = shmwatch.window()
         self.unplaced: dict[str, Any] | None = None  # a constructor's carried state (`carried`)
+        # requests to write behind the next one (AFTER_NEXT_HOOK): its target, (op, arguments)
+        self.after_next: tuple[str, list[tuple[str, dict[str, Any]]]] | None = None
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -205,6 +207,7 @@ class Program(Lines):
                 if self.ahead.window is None:  # else that one covers this request
                     self.before = shmwatch.window()
                 self.unplaced = None  # a constructor's carried state (`carried`)
+                after, self.after_next = self.after_next, None  # for this request only
                 rid = self.ahead.take(op, target, arguments)
                 sent_ahead = rid is not None
                 if rid is None:
@@ -214,6 +217,8 @@ class Program(Lines):
                     if target is not None:
                         message["object"] = target
                     self.send({**message, **arguments})
+                    if after is not None and callback is None:
+                        self.ahead.write(*after)  # read as those requests are made
                 try:
                     result = self.converse(rid, op, callback, target)
                 except ProgramFailure:

@@ -21,6 +21,7 @@ from typing import Any
 
 from refimpl.serde import MsgpackSerde, ObjectSerde
 from shmref.contract import (
+    AFTER_NEXT_HOOK,
     BYTES_VALUES,
     DROP_AHEAD_HOOK,
     POSITIONS_HOOK,
@@ -229,14 +230,17 @@ class ProxyStorage:
         storage.max_object_size, storage.n_readers = handle.max_object_size, handle.n_readers
         return storage
 
+    def _send_ahead_refused(self, calls: list[tuple[str, dict[str, Any]]]) -> bool:
+        return (self._reader_lock is not None and self._prog.reader_lock == "oracle") or any(
+            op not in SENT_AHEAD for op, _ in calls
+        )
+
     def _send_ahead(self, calls: list[tuple[str, dict[str, Any]]]) -> int:
         """The calls the caller makes next, sent before it asks for each
         (SEND_AHEAD_HOOK: request.pipeline): `is_cached` alone, on a storage
         the oracle holds no lock around (a lock held around each request
         would not be held while the program runs one sent ahead)."""
-        if self._reader_lock is not None and self._prog.reader_lock == "oracle":
-            return 0
-        if any(op not in SENT_AHEAD for op, _ in calls):
+        if self._send_ahead_refused(calls):
             return 0
         encoded = [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
         return self._prog.ahead.send(self._id, encoded)
@@ -244,6 +248,16 @@ class ProxyStorage:
     def _drop_ahead(self) -> None:
         """The calls sent ahead that the caller will not make (DROP_AHEAD_HOOK)."""
         self._prog.ahead.drop()
+
+    def _after_next(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
+        """The calls the caller makes right after its next request to this
+        program, written behind that request (AFTER_NEXT_HOOK: the same
+        calls as `_send_ahead` takes); none: forget those named."""
+        if not calls or self._send_ahead_refused(calls):
+            self._prog.after_next = None
+            return
+        encoded = [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
+        self._prog.after_next = (self._id, encoded)
 
     _reclaim_extra: Any = None
 
@@ -332,6 +346,7 @@ def build(spec: str) -> ModuleType:
     if REQUEST_PIPELINE in caps:
         storage_attrs[SEND_AHEAD_HOOK] = ProxyStorage._send_ahead
         storage_attrs[DROP_AHEAD_HOOK] = ProxyStorage._drop_ahead
+        storage_attrs[AFTER_NEXT_HOOK] = ProxyStorage._after_next
     if "storage.RECLAIM_EXTRA" in caps:
         storage_attrs["RECLAIM_EXTRA"] = property(
             lambda self: self._reclaim_extra, ProxyStorage._set_reclaim_extra

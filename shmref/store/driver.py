@@ -24,13 +24,14 @@ import copy
 import hashlib
 import hmac
 import multiprocessing as mp
-from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, cast
 
 from shmref.contract import (
+    AFTER_NEXT_HOOK,
     DROP_AHEAD_HOOK,
     POSITIONS_HOOK,
     READ_COUNT_HOOK,
@@ -138,6 +139,9 @@ class Driver:
         self.value_keys: dict[str | bytes, str] = {}  # every value put -> its key
 
     def close(self) -> None:
+        drop = getattr(self.writer, DROP_AHEAD_HOOK, None)
+        if drop is not None:
+            drop()  # an observation written behind a step that ended the test
         self.resources.close()
 
     def __enter__(self) -> Driver:
@@ -302,15 +306,16 @@ class Driver:
         has them), which keys `is_cached` (at the address and id that put or
         get_cached returned), and, only if declared or claimed (module
         docstring), the read counts."""
-        ring = self.ring
-        state: dict[str, Any] = {}
-        for name, value in self._positions(ring).items():
-            state[name] = self._scaled(value) if name.startswith("data") else value
         writer = self.writer
+        # is_cached first: a program's last reply then carries the ring's
+        # state (reply.ring_state), which the positions read without asking
+        placed = self._still_cached(writer) if writer is not None else {}
+        state: dict[str, Any] = {}
+        for name, value in self._positions(self.ring).items():
+            state[name] = self._scaled(value) if name.startswith("data") else value
         if writer is None:
             live = dict(self.chunks)
         else:
-            placed = self._still_cached(writer)
             state["key_index"] = {k: (self._scaled(a), i) for k, (a, i) in placed.items()}
             live = {i: a for a, i in placed.values()}
         state["metadata"] = {i: self._scaled(a) for i, a in live.items()}
@@ -339,6 +344,23 @@ class Driver:
             except Exception:
                 continue
         return positions
+
+    @contextmanager
+    def observed_after(self) -> Iterator[None]:
+        """Around a step that makes one request and is followed by `observe`
+        (a state-machine rule's last): to a store in another process, the
+        observation's `is_cached` calls are written behind the step's request
+        (AFTER_NEXT_HOOK), not a round trip after it. The same calls in the
+        same order; dropped (`close`) if the step ends the test."""
+        after = getattr(self.writer, AFTER_NEXT_HOOK, None) if self.placed else None
+        if after is None:
+            yield
+            return
+        after([("is_cached", {"key": k}) for k in self.placed])
+        try:
+            yield
+        finally:
+            after([])  # forgotten if the step made no request of that program
 
     def _still_cached(self, writer: Any) -> dict[str, tuple[int, int]]:
         """The keys placed that `is_cached` still finds: one call each, named

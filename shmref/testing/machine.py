@@ -127,14 +127,20 @@ class StoreMachine(RuleBasedStateMachine):
         for model in self.models:
             model.inbox[reader][handle] -= 1
 
-    def step(self, name: str, *args: Any) -> Outcome:
+    def step(self, name: str, *args: Any, last: bool = False) -> Outcome:
         """Action `name` (shmref.core.vocabulary) on the implementation and on the
         models; those whose outcome (and result, when known) differs are
-        dropped, and none left is a failure."""
+        dropped, and none left is a failure. `last`: the rule's last call of
+        the store, one request, which the invariants' observation follows
+        (Driver.observed_after)."""
         method = vocabulary.action(name).driver
         assert method is not None, f"{name} calls nothing"
         self.seen = None
-        real: Outcome = getattr(self.driver, method)(*args)
+        if last:
+            with self.driver.observed_after():
+                real: Outcome = getattr(self.driver, method)(*args)
+        else:
+            real = getattr(self.driver, method)(*args)
         kept, seen = [], []
         for model in self.models:
             try:
@@ -208,24 +214,24 @@ class StoreMachine(RuleBasedStateMachine):
         """Mostly a cached key (the interesting case), sometimes any key."""
         cached = sorted(self.model.key_index)
         keys = st.sampled_from(cached) if cached else st.sampled_from(KEYS)
-        self.step("touch", data.draw(keys | st.sampled_from(KEYS)))
+        self.step("touch", data.draw(keys | st.sampled_from(KEYS)), last=True)
 
     @rule()
     def release_touches(self) -> None:
         """The writer drops every touch not yet followed by `get_cached`."""
-        self.step("release_touches")
+        self.step("release_touches", last=True)
 
     @rule()
     def free_unused(self) -> None:
         """The writer reclaims what every reader has read, oldest first."""
-        self.step("free_unused")
+        self.step("free_unused", last=True)
 
     @precondition(lambda self: not self.model.in_flight())
     @rule(roll=st.integers(0, 3))
     def clear(self, roll: int) -> None:
         """Taken one time in four: a clear wipes what the other rules built."""
         if roll == 0:
-            self.step("clear")
+            self.step("clear", last=True)
 
     @precondition(lambda self: self.model.in_flight())
     @rule(roll=st.integers(0, 3))
@@ -233,7 +239,7 @@ class StoreMachine(RuleBasedStateMachine):
         """clear() while reads are in flight (outside assumption A2; one time
         in four): the reads must end with their own value or be refused."""
         if roll == 0:
-            self.step("clear")
+            self.step("clear", last=True)
 
     # -- readers -----------------------------------------------------------------
 
@@ -307,7 +313,7 @@ class StoreMachine(RuleBasedStateMachine):
     def writer_get(self, data: st.DataObject) -> None:
         """The writer reads one of its objects (no count, as in the seed)."""
         handle = data.draw(st.sampled_from(sorted(self.model.issued)))
-        result = self.step("writer_get", handle)
+        result = self.step("writer_get", handle, last=True)
         if self.safety and result.status == "ok":
             assert result.result == handle[0], f"writer_get{handle} gave {result.result}'s value"
 
@@ -342,7 +348,7 @@ class StoreMachine(RuleBasedStateMachine):
     def get_copy(self, data: st.DataObject) -> None:
         """A reader whose read has begun copies the object out of the segment."""
         ready = [i for i, r in enumerate(self.model.reads) if r is not None and r.copied is None]
-        self.step("get_copy", data.draw(st.sampled_from(ready)))
+        self.step("get_copy", data.draw(st.sampled_from(ready)), last=True)
 
     @precondition(
         lambda self: any(r is not None and r.copied is not None for r in self.model.reads)
@@ -354,7 +360,7 @@ class StoreMachine(RuleBasedStateMachine):
         reader = data.draw(st.sampled_from(done))
         read = self.model.reads[reader]
         assert read is not None
-        self.check_read(read.handle, self.step("get_end", reader))
+        self.check_read(read.handle, self.step("get_end", reader, last=True))
 
     # -- invariants --------------------------------------------------------------
 

@@ -299,3 +299,56 @@ def test_a_programs_ring_gives_its_four_positions_in_one_call() -> None:
             raise RuntimeError("no state")
 
     assert Driver._positions(Raising()) == dict(zip(RING_POSITIONS, (0, 48, 0, 1), strict=True))
+
+
+def test_the_observation_after_a_rules_last_step_goes_behind_it(tmp_path: Path) -> None:
+    """A state-machine rule's last step (one request) is followed by the
+    invariants' observation: its is_cached requests are written behind the
+    step's, before the step's reply is read, and the state observed is the
+    same as one request at a time."""
+    from shmref.store.driver import Driver
+
+    seen, logs = {}, {}
+    for spec in (SERVE, f"{SERVE} --plain"):
+        impl = load_impl(spec)
+        with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
+            for key in ("a", "b", "c", "d", "e"):
+                assert driver.put(key, 2).status == "ok"
+            impl.PROGRAM.log = logs[spec] = str(tmp_path / f"{len(logs)}.jsonl")
+            try:
+                with driver.observed_after():
+                    assert driver.touch("e").status == "ok"
+                seen[spec] = driver.observe()
+            finally:
+                impl.PROGRAM.log = None
+    assert seen[SERVE] == seen[f"{SERVE} --plain"]
+    lines = [json.loads(line) for line in Path(logs[SERVE]).read_text().splitlines()]
+    order = [(m["dir"], m["msg"].get("op", m["msg"]["type"])) for m in lines]
+    # the touch, the five is_cached behind it, then the six replies
+    assert order == [("out", "touch")] + [("out", "is_cached")] * 5 + [("in", "reply")] * 6
+
+
+def test_an_observation_written_behind_a_step_is_exact_or_dropped() -> None:
+    """The broken inputs: a step that ends its test (nobody observes: the
+    driver's close drops the replies), a step that makes no request (what
+    was named is forgotten), and a step of two requests (put, then
+    get_signature), which is the oracle's mistake, named."""
+    from shmref.store.driver import Driver
+
+    impl = load_impl(SERVE)
+    prog = impl.PROGRAM
+    with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
+        assert driver.put("a", 2).status == "ok"
+        with driver.observed_after():
+            pass  # no request: nothing written, nothing left named
+        assert prog.after_next is None and not prog.ahead
+        with driver.observed_after():
+            assert driver.free_unused().status == "ok"
+        assert prog.ahead  # the observation, waiting to be asked for
+    assert not prog.ahead and not prog.dead  # dropped by the driver's close
+    with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
+        assert driver.put("a", 2).status == "ok"
+        with pytest.raises(AheadMismatch, match="asked for get_signature .* while is_cached"):
+            with driver.observed_after():
+                driver.put("b", 2)
+    assert not prog.ahead and not prog.dead
