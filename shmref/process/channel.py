@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 from shmref.core.runconfig import limits
 from shmref.process import PROTOCOL_VERSION, older_version_note, segments, shmwatch
-from shmref.process.ahead import Ahead
+from shmref.process.ahead import FOLLOWED, Ahead
 from shmref.process.lines import Lines, env_number
 from shmref.process.messages import (
     REPLY_RING_STATE,
@@ -207,7 +207,9 @@ class Program(Lines):
                 if self.ahead.window is None:  # else that one covers this request
                     self.before = shmwatch.window()
                 self.unplaced = None  # a constructor's carried state (`carried`)
-                after, self.after_next = self.after_next, None  # for this request only
+                after = self.after_next if op in FOLLOWED else None  # not a finalizer's close
+                if after is not None:
+                    self.after_next = None  # for this request only
                 rid = self.ahead.take(op, target, arguments)
                 sent_ahead = rid is not None
                 if rid is None:

@@ -345,6 +345,11 @@ class Driver:
                 continue
         return positions
 
+    # the actions whose call is one request of the writer's program (or none)
+    ONE_REQUEST = frozenset(
+        {"touch", "release_touches", "free_unused", "clear", "writer_get", "get_copy", "get_end"}
+    )
+
     @contextmanager
     def observed_after(self) -> Iterator[None]:
         """Around a step that makes one request and is followed by `observe`

@@ -136,7 +136,7 @@ class StoreMachine(RuleBasedStateMachine):
         method = vocabulary.action(name).driver
         assert method is not None, f"{name} calls nothing"
         self.seen = None
-        if last:
+        if last and method in self.driver.ONE_REQUEST:
             with self.driver.observed_after():
                 real: Outcome = getattr(self.driver, method)(*args)
         else:

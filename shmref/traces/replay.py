@@ -252,7 +252,7 @@ class Replayer:
                 for at, state in enumerate(states):
                     ahead.before(at)  # a store program: the next calls sent together
                     action = state.vars["last_action"]
-                    outcome = self.perform(driver, action)
+                    outcome = self.perform(driver, action, observed_next=True)
                     observed = driver.observe()
                     problems = self.compare(state.vars, observed, action, outcome)
                     report.replayed.append(
@@ -287,12 +287,20 @@ class Replayer:
         call: tuple[str, tuple[Any, ...], dict[str, Any]] | None = known[1]
         return call
 
-    def perform(self, driver: Driver, action: Mapping[str, Any]) -> Outcome:
+    def perform(
+        self, driver: Driver, action: Mapping[str, Any], observed_next: bool = False
+    ) -> Outcome:
+        """The step's call; `observed_next`: `driver.observe()` is the caller's
+        next call of the store (Driver.observed_after)."""
         call = self.call(action)
         if call is None:  # an environment step: nothing to call
             return Outcome("ok")
         name, args, kwargs = call
-        outcome: Outcome = getattr(driver, name)(*args, **kwargs)
+        if observed_next and name in Driver.ONE_REQUEST:
+            with driver.observed_after():
+                outcome: Outcome = getattr(driver, name)(*args, **kwargs)
+            return outcome
+        outcome = getattr(driver, name)(*args, **kwargs)
         return outcome
 
     def wanted(self, spec: Mapping[str, Any]) -> dict[str, Any]:

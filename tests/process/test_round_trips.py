@@ -331,8 +331,8 @@ def test_the_observation_after_a_rules_last_step_goes_behind_it(tmp_path: Path) 
 def test_an_observation_written_behind_a_step_is_exact_or_dropped() -> None:
     """The broken inputs: a step that ends its test (nobody observes: the
     driver's close drops the replies), a step that makes no request (what
-    was named is forgotten), and a step of two requests (put, then
-    get_signature), which is the oracle's mistake, named."""
+    was named is forgotten), and a step of two requests (two free_unused),
+    which is the oracle's mistake, named."""
     from shmref.store.driver import Driver
 
     impl = load_impl(SERVE)
@@ -348,7 +348,30 @@ def test_an_observation_written_behind_a_step_is_exact_or_dropped() -> None:
     assert not prog.ahead and not prog.dead  # dropped by the driver's close
     with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
         assert driver.put("a", 2).status == "ok"
-        with pytest.raises(AheadMismatch, match="asked for get_signature .* while is_cached"):
+        with pytest.raises(AheadMismatch, match="asked for free_unused .* while is_cached"):
             with driver.observed_after():
-                driver.put("b", 2)
+                driver.free_unused()
+                driver.free_unused()
+    assert not prog.ahead and not prog.dead
+
+
+def test_a_finalizers_close_before_the_step_does_not_take_its_observation() -> None:
+    """The garbage collector may close a dropped ring between naming the
+    observation and the step's request: that close goes alone, and the
+    observation goes behind the step (a close that took it left the step
+    asking while is_cached waited: AheadMismatch)."""
+    from shmref.store.driver import Driver
+
+    impl = load_impl(SERVE)
+    prog = impl.PROGRAM
+    dropped = impl.SingleWriterShmRingBuffer(1024, create=True)
+    dropped._closed = True  # its finalizer's close is the one below
+    with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
+        assert driver.put("a", 2).status == "ok"
+        with driver.observed_after():
+            prog.close_later(dropped._id)  # sent now: nothing in flight
+            assert prog.after_next is not None and not prog.ahead
+            assert driver.touch("a").status == "ok"
+        assert prog.ahead  # behind the step
+        assert sorted(driver.observe()["key_index"]) == ["a"]
     assert not prog.ahead and not prog.dead
