@@ -49,8 +49,9 @@ READ_COUNT_HOOK = "shmref_read_count"
 # calls its caller makes next, sent together (then those not made dropped);
 # and of a free_buf predicate that frees by id alone: the ids it frees.
 SEND_AHEAD_HOOK, DROP_AHEAD_HOOK = "shmref_send_ahead", "shmref_drop_ahead"
-# ... and of a storage in another process: the calls its caller makes right
-# after the next one, written behind that one (an empty list: none after all)
+# ... and of a storage in another process: a function giving the calls its
+# caller makes right after a step's last request, written behind that request
+# (called as it is written); None: none after all
 AFTER_NEXT_HOOK = "shmref_after_next"
 FREE_IDS_HOOK = "shmref_free_ids"
 # Optional hook of a ring in another process: its four positions in one call

@@ -34,11 +34,22 @@ AHEAD_MAX = 64  # requests in flight at once
 # write never waits for a program that is itself waiting to write its replies
 AHEAD_BYTES = 4096
 CALLS_BACK = frozenset({"free_buf"})  # asks is_free (unless sent its free_ids)
-# the requests of the steps (shmref.store.driver.Driver.ONE_REQUEST) that what
-# comes right after them may be written behind (AFTER_NEXT_HOOK); another
-# request meanwhile (a finalizer's close, a picture's ring_state) goes alone
+# the last requests of the steps (shmref.store.driver.Driver.OBSERVED_BEHIND)
+# that what comes right after them may be written behind (AFTER_NEXT_HOOK);
+# another request meanwhile (a put before its get_signature, a reader's
+# verify_signature, a finalizer's close, a picture's ring_state) goes alone
 FOLLOWED = frozenset(
-    {"touch", "release_touches", "free_unused", "clear", "get", "get_copy", "get_end"}
+    {
+        "touch",
+        "release_touches",
+        "free_unused",
+        "clear",
+        "get",
+        "get_copy",
+        "get_end",
+        "get_begin",
+        "get_signature",
+    }
 )
 
 

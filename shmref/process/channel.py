@@ -120,8 +120,9 @@ class Program(Lines):
         self.log = run.protocol_log if log is None else log
         self.before: shmwatch.Window | None = shmwatch.window()
         self.unplaced: dict[str, Any] | None = None  # a constructor's carried state (`carried`)
-        # requests to write behind the next one (AFTER_NEXT_HOOK): its target, (op, arguments)
-        self.after_next: tuple[str, list[tuple[str, dict[str, Any]]]] | None = None
+        # requests to write behind a step's last (AFTER_NEXT_HOOK): their target, and
+        # a function giving them (op, arguments) when that request is written
+        self.after_next: tuple[str, Callable[[], list[tuple[str, dict[str, Any]]]]] | None = None
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -220,7 +221,7 @@ class Program(Lines):
                         message["object"] = target
                     self.send({**message, **arguments})
                     if after is not None and callback is None:
-                        self.ahead.write(*after)  # read as those requests are made
+                        self.ahead.write(after[0], after[1]())  # read as they are made
                 try:
                     result = self.converse(rid, op, callback, target)
                 except ProgramFailure:

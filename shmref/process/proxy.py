@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import ModuleType
@@ -249,14 +250,20 @@ class ProxyStorage:
         """The calls sent ahead that the caller will not make (DROP_AHEAD_HOOK)."""
         self._prog.ahead.drop()
 
-    def _after_next(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
-        """The calls the caller makes right after its next request to this
-        program, written behind that request (AFTER_NEXT_HOOK: the same
-        calls as `_send_ahead` takes); none: forget those named."""
-        if not calls or self._send_ahead_refused(calls):
+    def _after_next(self, calls: Callable[[], list[tuple[str, dict[str, Any]]]] | None) -> None:
+        """The calls the caller makes right after the step's last request to
+        this program (AFTER_NEXT_HOOK: those `_send_ahead` takes, named when
+        that request is written, behind it); None: forget them."""
+        if calls is None or self._send_ahead_refused([]):
             self._prog.after_next = None
             return
-        encoded = [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
+
+        def encoded() -> list[tuple[str, dict[str, Any]]]:
+            named = calls()
+            if self._send_ahead_refused(named):
+                return []
+            return [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in named]
+
         self._prog.after_next = (self._id, encoded)
 
     _reclaim_extra: Any = None

@@ -345,27 +345,44 @@ class Driver:
                 continue
         return positions
 
-    # the actions whose call is one request of the writer's program (or none)
-    ONE_REQUEST = frozenset(
-        {"touch", "release_touches", "free_unused", "clear", "writer_get", "get_copy", "get_end"}
+    # the actions whose last request to the writer's program is one the
+    # observation may follow (shmref.process.ahead.FOLLOWED), the only one
+    # such: put and get_cached end with get_signature, a reader's get_begin
+    # and touch come after its verify_signature
+    OBSERVED_BEHIND = frozenset(
+        {
+            "put",
+            "get_cached",
+            "touch",
+            "release_touches",
+            "free_unused",
+            "clear",
+            "writer_get",
+            "reader_touch",
+            "get_begin",
+            "get_begin_foreign",
+            "get_copy",
+            "get_end",
+        }
     )
 
     @contextmanager
     def observed_after(self) -> Iterator[None]:
-        """Around a step that makes one request and is followed by `observe`
-        (a state-machine rule's last): to a store in another process, the
-        observation's `is_cached` calls are written behind the step's request
+        """Around a step (OBSERVED_BEHIND) that `observe` follows (a
+        state-machine rule's last, a replay's): to a store in another
+        process, the observation's `is_cached` calls (of the keys placed
+        then: a put's included) are written behind the step's last request
         (AFTER_NEXT_HOOK), not a round trip after it. The same calls in the
         same order; dropped (`close`) if the step ends the test."""
-        after = getattr(self.writer, AFTER_NEXT_HOOK, None) if self.placed else None
+        after = getattr(self.writer, AFTER_NEXT_HOOK, None)
         if after is None:
             yield
             return
-        after([("is_cached", {"key": k}) for k in self.placed])
+        after(lambda: [("is_cached", {"key": k}) for k in self.placed])
         try:
             yield
         finally:
-            after([])  # forgotten if the step made no request of that program
+            after(None)  # forgotten if the step made no such request
 
     def _still_cached(self, writer: Any) -> dict[str, tuple[int, int]]:
         """The keys placed that `is_cached` still finds: one call each, named

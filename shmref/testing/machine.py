@@ -136,7 +136,7 @@ class StoreMachine(RuleBasedStateMachine):
         method = vocabulary.action(name).driver
         assert method is not None, f"{name} calls nothing"
         self.seen = None
-        if last and method in self.driver.ONE_REQUEST:
+        if last and method in self.driver.OBSERVED_BEHIND:
             with self.driver.observed_after():
                 real: Outcome = getattr(self.driver, method)(*args)
         else:
@@ -201,13 +201,13 @@ class StoreMachine(RuleBasedStateMachine):
             return
         if not self.safety and self.collides(key, size):
             return
-        self.step("put", key, size)
+        self.step("put", key, size, last=True)
 
     @precondition(lambda self: self.model.key_index)
     @rule(data=st.data())
     def get_cached(self, data: st.DataObject) -> None:
         """Hand out a cached key again: each reader gets one more delivery."""
-        self.step("get_cached", data.draw(st.sampled_from(sorted(self.model.key_index))))
+        self.step("get_cached", data.draw(st.sampled_from(sorted(self.model.key_index))), last=True)
 
     @rule(data=st.data())
     def touch(self, data: st.DataObject) -> None:
@@ -254,7 +254,7 @@ class StoreMachine(RuleBasedStateMachine):
         reader = data.draw(st.sampled_from(self.idle_with_mail()))
         handle = data.draw(st.sampled_from(sorted(+self.model.inbox[reader])))
         self.take(reader, handle)
-        self.step("get_begin", reader, handle)
+        self.step("get_begin", reader, handle, last=True)
 
     @precondition(lambda self: self.idle_with_mail())
     @rule(data=st.data())
@@ -306,7 +306,7 @@ class StoreMachine(RuleBasedStateMachine):
         """A reader touches a handle it was sent (or an old one): validated,
         never counted (a touch that counts frees a chunk before its reads)."""
         handle = data.draw(st.sampled_from(sorted(self.model.issued)))
-        self.step("reader_touch", reader, handle)
+        self.step("reader_touch", reader, handle, last=True)
 
     @precondition(lambda self: self.model.issued)
     @rule(data=st.data())
@@ -325,7 +325,10 @@ class StoreMachine(RuleBasedStateMachine):
             st.sampled_from([r for r in range(self.R) if self.model.reads[r] is None])
         )
         self.step(
-            "get_begin_foreign", reader, data.draw(st.sampled_from(sorted(self.model.issued)))
+            "get_begin_foreign",
+            reader,
+            data.draw(st.sampled_from(sorted(self.model.issued))),
+            last=True,
         )
 
     @rule(
@@ -341,7 +344,7 @@ class StoreMachine(RuleBasedStateMachine):
         """A handle the writer never issued (taken one time in four)."""
         handle = (key, address, monotonic_id)
         if roll == 0 and self.model.reads[reader] is None and handle not in self.model.issued:
-            self.step("get_begin", reader, handle)
+            self.step("get_begin", reader, handle, last=True)
 
     @precondition(lambda self: any(r is not None and r.copied is None for r in self.model.reads))
     @rule(data=st.data())

@@ -296,7 +296,7 @@ class Replayer:
         if call is None:  # an environment step: nothing to call
             return Outcome("ok")
         name, args, kwargs = call
-        if observed_next and name in Driver.ONE_REQUEST:
+        if observed_next and name in Driver.OBSERVED_BEHIND:
             with driver.observed_after():
                 outcome: Outcome = getattr(driver, name)(*args, **kwargs)
             return outcome

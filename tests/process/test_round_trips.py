@@ -341,6 +341,10 @@ def test_an_observation_written_behind_a_step_is_exact_or_dropped() -> None:
         assert driver.put("a", 2).status == "ok"
         with driver.observed_after():
             pass  # no request: nothing written, nothing left named
+        with driver.observed_after():
+            assert driver.put("b", 2).status == "ok"  # put, then get_signature: behind it
+        assert [q.op for q in prog.ahead.queued] == ["is_cached"] * 2  # b's too
+        assert sorted(driver.observe()["key_index"]) == ["a", "b"]
         assert prog.after_next is None and not prog.ahead
         with driver.observed_after():
             assert driver.free_unused().status == "ok"
