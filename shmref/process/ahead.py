@@ -2,6 +2,8 @@
 ring trace knows its next requests before it has the replies to the last
 ones, so it writes them together and reads the replies one by one as its
 steps ask for them; a round trip per step is what a program's replay cost.
+Likewise the observation after a state machine's step (the `is_cached` of
+each key placed) is written behind that step's last request (FOLLOWED).
 
 Only what the oracle would have sent anyway is sent ahead, in the order it
 would have sent it; a `free_buf` goes last (the answers to its callbacks are
