@@ -379,3 +379,50 @@ def test_a_finalizers_close_before_the_step_does_not_take_its_observation() -> N
         assert prog.ahead  # behind the step
         assert sorted(driver.observe()["key_index"]) == ["a"]
     assert not prog.ahead and not prog.dead
+
+
+def test_every_step_observed_behind_has_its_observation_written_behind_it(
+    tmp_path: Path,
+) -> None:
+    """Driver.OBSERVED_BEHIND (actions) and ahead.FOLLOWED (their last
+    requests' ops) are two lists that must agree: each action, taken as a
+    state machine takes it, gets the observation's is_cached written right
+    behind its last request, never after a reply (a round trip of its own)."""
+    from shmref.store.driver import Driver
+
+    impl = load_impl(SERVE)
+    log = tmp_path / "log.jsonl"
+    taken: list[str] = []
+
+    def behind(driver: Driver, action: str, *args: Any, refused: bool = False) -> None:
+        log.write_text("")
+        impl.PROGRAM.log = str(log)
+        try:
+            with driver.observed_after():
+                getattr(driver, action)(*args)
+            driver.observe()
+        finally:
+            impl.PROGRAM.log = None
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        first = next(i for i, m in enumerate(lines) if m["msg"].get("op") == "is_cached")
+        # refused at verify_signature: no get_begin, the observation goes alone
+        wanted = "in" if refused else "out"
+        assert lines[first - 1]["dir"] == wanted, f"{action}: {[m['msg'] for m in lines]}"
+        taken.append(action)
+
+    with Driver(impl, 16, n_readers=1, max_obj=2) as driver:
+        behind(driver, "put", "a", 2)
+        address, monotonic_id = driver.placed["a"]
+        handle = ("a", driver._scaled(address), monotonic_id)
+        behind(driver, "get_cached", "a")
+        behind(driver, "touch", "a")
+        behind(driver, "release_touches")
+        behind(driver, "writer_get", handle)
+        behind(driver, "reader_touch", 0, handle)
+        behind(driver, "get_begin_foreign", 0, handle, refused=True)
+        behind(driver, "get_begin", 0, handle)
+        behind(driver, "get_copy", 0)
+        behind(driver, "get_end", 0)
+        behind(driver, "free_unused")
+        behind(driver, "clear")
+    assert sorted(taken) == sorted(Driver.OBSERVED_BEHIND)
