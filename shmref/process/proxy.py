@@ -117,7 +117,7 @@ class ProxyStorage:
     def _locked(self) -> AbstractContextManager[Any]:
         """The caller's reader lock around the request, if the program's
         readers lock under the oracle's lock (hello: reader_lock "oracle")."""
-        if self._reader_lock is None or self._prog.reader_lock != "oracle":
+        if not self._oracle_locks():
             return nullcontext()
         lock: AbstractContextManager[Any] = self._reader_lock
         return lock
@@ -231,10 +231,12 @@ class ProxyStorage:
         storage.max_object_size, storage.n_readers = handle.max_object_size, handle.n_readers
         return storage
 
+    def _oracle_locks(self) -> bool:
+        """The oracle holds this storage's reader lock around each request."""
+        return self._reader_lock is not None and self._prog.reader_lock == "oracle"
+
     def _send_ahead_refused(self, calls: list[tuple[str, dict[str, Any]]]) -> bool:
-        return (self._reader_lock is not None and self._prog.reader_lock == "oracle") or any(
-            op not in SENT_AHEAD for op, _ in calls
-        )
+        return self._oracle_locks() or any(op not in SENT_AHEAD for op, _ in calls)
 
     def _send_ahead(self, calls: list[tuple[str, dict[str, Any]]]) -> int:
         """The calls the caller makes next, sent before it asks for each
@@ -254,7 +256,7 @@ class ProxyStorage:
         """The calls the caller makes right after the step's last request to
         this program (AFTER_NEXT_HOOK: those `_send_ahead` takes, named when
         that request is written, behind it); None: forget them."""
-        if calls is None or self._send_ahead_refused([]):
+        if calls is None or self._oracle_locks():
             self._prog.after_next = None
             return
 

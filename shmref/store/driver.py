@@ -367,15 +367,15 @@ class Driver:
     )
 
     @contextmanager
-    def observed_after(self) -> Iterator[None]:
-        """Around a step (OBSERVED_BEHIND) that `observe` follows (a
-        state-machine rule's last, a replay's): to a store in another
-        process, the observation's `is_cached` calls (of the keys placed
-        then: a put's included) are written behind the step's last request
-        (AFTER_NEXT_HOOK), not a round trip after it. The same calls in the
-        same order; dropped (`close`) if the step ends the test."""
+    def observed_after(self, action: str) -> Iterator[None]:
+        """Around a step that `observe` follows (a state-machine rule's last,
+        a replay's): to a store in another process, if the action is one of
+        OBSERVED_BEHIND, the observation's `is_cached` calls (of the keys
+        placed then: a put's included) are written behind the step's last
+        request (AFTER_NEXT_HOOK), not a round trip after it. The same calls
+        in the same order; dropped (`close`) if the step ends the test."""
         after = getattr(self.writer, AFTER_NEXT_HOOK, None)
-        if after is None:
+        if after is None or action not in self.OBSERVED_BEHIND:
             yield
             return
         after(lambda: [("is_cached", {"key": k}) for k in self.placed])

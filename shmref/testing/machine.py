@@ -31,6 +31,7 @@ or serde is judged on its behaviour.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from types import ModuleType
 from typing import Any
 
@@ -136,11 +137,8 @@ class StoreMachine(RuleBasedStateMachine):
         method = vocabulary.action(name).driver
         assert method is not None, f"{name} calls nothing"
         self.seen = None
-        if last and method in self.driver.OBSERVED_BEHIND:
-            with self.driver.observed_after():
-                real: Outcome = getattr(self.driver, method)(*args)
-        else:
-            real = getattr(self.driver, method)(*args)
+        with self.driver.observed_after(method) if last else nullcontext():
+            real: Outcome = getattr(self.driver, method)(*args)
         kept, seen = [], []
         for model in self.models:
             try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -296,11 +297,8 @@ class Replayer:
         if call is None:  # an environment step: nothing to call
             return Outcome("ok")
         name, args, kwargs = call
-        if observed_next and name in Driver.OBSERVED_BEHIND:
-            with driver.observed_after():
-                outcome: Outcome = getattr(driver, name)(*args, **kwargs)
-            return outcome
-        outcome = getattr(driver, name)(*args, **kwargs)
+        with driver.observed_after(name) if observed_next else nullcontext():
+            outcome: Outcome = getattr(driver, name)(*args, **kwargs)
         return outcome
 
     def wanted(self, spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -316,7 +316,7 @@ def test_the_observation_after_a_rules_last_step_goes_behind_it(tmp_path: Path) 
                 assert driver.put(key, 2).status == "ok"
             impl.PROGRAM.log = logs[spec] = str(tmp_path / f"{len(logs)}.jsonl")
             try:
-                with driver.observed_after():
+                with driver.observed_after("touch"):
                     assert driver.touch("e").status == "ok"
                 seen[spec] = driver.observe()
             finally:
@@ -339,21 +339,23 @@ def test_an_observation_written_behind_a_step_is_exact_or_dropped() -> None:
     prog = impl.PROGRAM
     with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
         assert driver.put("a", 2).status == "ok"
-        with driver.observed_after():
+        with driver.observed_after("touch"):
             pass  # no request: nothing written, nothing left named
-        with driver.observed_after():
+        with driver.observed_after("allocate_buf"):  # not one of OBSERVED_BEHIND
+            assert prog.after_next is None
+        with driver.observed_after("put"):
             assert driver.put("b", 2).status == "ok"  # put, then get_signature: behind it
         assert [q.op for q in prog.ahead.queued] == ["is_cached"] * 2  # b's too
         assert sorted(driver.observe()["key_index"]) == ["a", "b"]
         assert prog.after_next is None and not prog.ahead
-        with driver.observed_after():
+        with driver.observed_after("free_unused"):
             assert driver.free_unused().status == "ok"
         assert prog.ahead  # the observation, waiting to be asked for
     assert not prog.ahead and not prog.dead  # dropped by the driver's close
     with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
         assert driver.put("a", 2).status == "ok"
         with pytest.raises(AheadMismatch, match="asked for free_unused .* while is_cached"):
-            with driver.observed_after():
+            with driver.observed_after("free_unused"):
                 driver.free_unused()
                 driver.free_unused()
     assert not prog.ahead and not prog.dead
@@ -372,7 +374,7 @@ def test_a_finalizers_close_before_the_step_does_not_take_its_observation() -> N
     dropped._closed = True  # its finalizer's close is the one below
     with Driver(impl, 8, n_readers=0, max_obj=2) as driver:
         assert driver.put("a", 2).status == "ok"
-        with driver.observed_after():
+        with driver.observed_after("touch"):
             prog.close_later(dropped._id)  # sent now: nothing in flight
             assert prog.after_next is not None and not prog.ahead
             assert driver.touch("a").status == "ok"
@@ -398,7 +400,7 @@ def test_every_step_observed_behind_has_its_observation_written_behind_it(
         log.write_text("")
         impl.PROGRAM.log = str(log)
         try:
-            with driver.observed_after():
+            with driver.observed_after(action):
                 getattr(driver, action)(*args)
             driver.observe()
         finally:
