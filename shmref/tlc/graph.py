@@ -1,9 +1,9 @@
-"""TLC's ``-dump dot,actionlabels`` state graph, and walks that cover every edge."""
+"""TLC's ``-dump dot,actionlabels`` state graph (the walks that cover it: shmref.tlc.cover)."""
 
 from __future__ import annotations
 
 import re
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,7 +220,7 @@ class _DotReader:
             self.edges.append(triple)
 
 
-def _reachable_bfs(
+def reachable_bfs(
     graph: StateGraph,
 ) -> tuple[dict[str, int], dict[str, Edge], dict[str, list[Edge]]]:
     """BFS from the initial states: distance, BFS-tree edge into each state, out-edges."""
@@ -243,130 +243,10 @@ def _reachable_bfs(
     return dist, parent, out
 
 
-def covering_paths(
-    graph: StateGraph, *, max_length: int | None = None, detour_budget: int = 500
-) -> list[list[Edge]]:
-    """Few, short walks from initial states that together take every reachable
-    edge (self-loops included) at least once.
-
-    Greedy: reach the nearest untaken edge by a BFS-shortest prefix, take it,
-    then keep taking untaken edges from the current state; when there is none,
-    walk to a nearby state that has one if that is no longer than starting a
-    new walk.  ``max_length`` caps a walk's length (a walk may still exceed it
-    by its shortest prefix plus one edge); ``detour_budget`` caps the states
-    explored per detour search: larger means fewer walks but a slower search
-    (TLC's 84k-edge MCRing graph: 500 -> 9.9k walks in 9 s, 10,000 -> 1k walks
-    in 63 s, about 250k steps either way).
-    """
-    cover = _Cover(graph, detour_budget)
-    paths: list[list[Edge]] = []
-    while cover.uncovered:
-        paths.append(cover.walk(max_length))
-    return paths
-
-
-class _Cover:
-    """covering_paths' state: the edges not taken yet, nearest first, and
-    each state's untaken out-edges."""
-
-    def __init__(self, graph: StateGraph, detour_budget: int) -> None:
-        self.dist, self.parent, self.out = _reachable_bfs(graph)
-        self.detour_budget = detour_budget
-        order = sorted(
-            (e for e in graph.edges if e[0] in self.dist),
-            key=lambda e: self.dist[e[0]],
-        )
-        self.uncovered: set[Edge] = set(order)
-        self.pending: deque[Edge] = deque(order)
-        self.open_out: dict[str, deque[Edge]] = {}
-        for e in order:
-            self.open_out.setdefault(e[0], deque()).append(e)
-        self.n_open = Counter(e[0] for e in self.uncovered)  # untaken edges out of each state
-
-    def walk(self, max_length: int | None) -> list[Edge]:
-        """One walk: the shortest prefix to the nearest untaken edge, that
-        edge, then untaken edges onward (by detours when none leaves the state)."""
-        while self.pending[0] not in self.uncovered:
-            self.pending.popleft()
-        first = self.pending.popleft()
-        walk = self.prefix(first[0]) + [first]
-        self.take(walk)
-        node = first[1]
-        while max_length is None or len(walk) < max_length:
-            step = self.next_open(node)
-            if step is not None:
-                walk.append(step)
-                self.take((step,))
-                node = step[1]
-                continue
-            extra = self.detour(node)
-            if extra is None:
-                break
-            walk.extend(extra)
-            self.take(extra)
-            node = extra[-1][1]
-        return walk
-
-    def take(self, edges: Iterable[Edge]) -> None:
-        for e in edges:
-            if e in self.uncovered:
-                self.uncovered.remove(e)
-                self.n_open[e[0]] -= 1
-
-    def next_open(self, node: str) -> Edge | None:
-        edges = self.open_out.get(node)
-        while edges:
-            if edges[0] in self.uncovered:
-                return edges[0]
-            edges.popleft()
-        return None
-
-    def prefix(self, node: str) -> list[Edge]:
-        """The BFS tree's path from an initial state to `node`."""
-        walk: list[Edge] = []
-        while node in self.parent:
-            e = self.parent[node]
-            walk.append(e)
-            node = e[0]
-        walk.reverse()
-        return walk
-
-    def detour(self, start: str) -> list[Edge] | None:
-        """The way to a state with an untaken edge, within the detour budget and
-        no longer than that state's own shortest prefix; None if there is none."""
-        back: dict[str, Edge | None] = {start: None}
-        layer = [start]
-        depth = 0
-        while layer and len(back) <= self.detour_budget:
-            depth += 1
-            nxt: list[str] = []
-            for node in layer:
-                for e in self.out.get(node, ()):
-                    if e[1] in back:
-                        continue
-                    back[e[1]] = e
-                    if self.n_open[e[1]] > 0 and depth <= self.dist[e[1]]:
-                        return _walk_back(back, e[1])
-                    nxt.append(e[1])
-            layer = nxt
-        return None
-
-
-def _walk_back(back: dict[str, Edge | None], end: str) -> list[Edge]:
-    """The edges that led to `end`, from the start, by each state's way in."""
-    walk: list[Edge] = []
-    cur = end
-    while (step := back[cur]) is not None:
-        walk.append(step)
-        cur = step[0]
-    walk.reverse()
-    return walk
-
-
 def edge_coverage(graph: StateGraph, paths: Iterable[Sequence[Edge]]) -> float:
     """Fraction of the edges reachable from the initial states that the paths
     take (1.0 when there is no such edge)."""
-    dist, _, _ = _reachable_bfs(graph)
+    dist, _, _ = reachable_bfs(graph)
     reachable = {e for e in graph.edges if e[0] in dist}
     if not reachable:
         return 1.0

@@ -69,7 +69,7 @@ class Step:
 @dataclass
 class Replayed:
     """One replayed step as it happened, kept undrawn: most replays pass, and
-    drawing every step cost more than replaying it (the state graph's 272k)."""
+    drawing every step cost more than replaying it (the state graph's 245k)."""
 
     index: int
     spec: Mapping[str, Any]  # the TLC state after the step
@@ -220,7 +220,7 @@ class Replayer:
         self.readers = sorted(c.get("Readers", ()))
         # What a step calls and what its state expects, worked out once per
         # action and state object: a state graph's walks pass the same states
-        # again and again (MCRing's 272k steps visit 13k states). Each entry
+        # again and again (MCRing's 245k steps visit 13k states). Each entry
         # keeps its key object, so an id is never taken for a new object's.
         self._calls: dict[int, tuple[Mapping[str, Any], Any]] = {}
         self._wanted: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}

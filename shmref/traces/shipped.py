@@ -37,6 +37,9 @@ from shmref.tlc.manifest import model_files
 TRACES_DIR = SPEC_DIR / "traces"
 MANIFEST_NAME = "manifest.json"
 REMAKE = "make spec-traces"
+# Steps of a shipped covering walk at most (a tour's piece): a walk that
+# diverges is shown whole, and a walk more costs a ring made and closed
+WALK_STEPS = 500
 
 
 class ShippedError(tlc.TlcError):
@@ -271,9 +274,9 @@ def state_graph_walks(
     model: str, folder: Path = TRACES_DIR
 ) -> tuple[tlc.StateGraph, list[list[tlc.Edge]]]:
     """A model's shipped state graph and the walks that take its every edge
-    (tlc.covering_paths, made with the graph: 4 s of search that no run
-    repeats). The walks name edges by their place in the graph's edge list
-    and carry the digest of the graph file they were made from."""
+    (tlc.covering_paths, at most WALK_STEPS long, made with the graph). The
+    walks name edges by their place in the graph's edge list and carry the
+    digest of the graph file they were made from."""
     entry = _entry("graphs", model, folder)
     graph = state_graph(model, folder)
     if "walks" not in entry:

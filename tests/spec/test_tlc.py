@@ -25,7 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmref import tlc
-from shmref.tlc.graph import StateGraph, covering_paths, edge_coverage, parse_dot, path_to_trace
+from shmref.tlc.cover import covering_paths
+from shmref.tlc.graph import StateGraph, edge_coverage, parse_dot, path_to_trace
 from shmref.tlc.result import TlcRun
 from shmref.tlc.runner import run_tlc
 from shmref.tlc.tlavalues import FrozenDict, TlcError, parse_state, parse_value
@@ -642,6 +643,31 @@ def test_covering_paths_ignores_unreachable_edges() -> None:
     assert edge_coverage(graph_of([], {"a"}), []) == 1.0
 
 
+def test_covering_paths_tour_each_component_balanced_once() -> None:
+    """A component's edges go in one closed tour, balanced by the shortest
+    path from a state with more ways in to one with more ways out (c -> a
+    taken twice here); a later component's tour starts with the shortest way
+    to it, which takes the edges between components too."""
+    g = graph_of(
+        [
+            ("i", "a", "in"),
+            ("a", "b", "ab"),
+            ("b", "c", "bc"),
+            ("c", "a", "ca"),
+            ("a", "c", "ac"),
+            ("c", "d", "out"),
+            ("d", "d", "stay"),
+        ],
+        {"i"},
+    )
+    paths = covering_paths(g)
+    assert [[label for _, _, label in path] for path in paths] == [
+        ["in", "ab", "bc", "ca", "ac", "ca"],
+        ["in", "ac", "out", "stay"],
+    ]
+    assert [len(p) for p in covering_paths(g, max_length=2)] == [3, 4, 3, 4]  # pieces of 2
+
+
 def test_covering_paths_two_initial_states_and_max_length() -> None:
     chain = [(str(i), str(i + 1), "next") for i in range(10)]
     g = graph_of([*chain, ("x", "5", "jump")], {"0", "x"})
@@ -704,4 +730,4 @@ def test_covering_paths_scale() -> None:
     paths = covering_paths(g)
     assert time.monotonic() - start < 5
     assert edge_coverage(g, paths) == 1.0
-    assert len(paths) < 50
+    assert [len(p) for p in paths] == [len(edges)]  # balanced: one tour, each edge once
