@@ -176,6 +176,7 @@ def run(
     seconds = time.monotonic() - started
     report = Report(impl.name, quick, checks, seconds, not_run, run_levels, seed_levels)
     report.segments = privateshm.current().to_json()
+    report.traffic = outcome.traffic()
     report.write(out)
     return report
 

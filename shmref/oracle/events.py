@@ -186,6 +186,15 @@ class PytestExited(Event, kind="pytest_exit"):
 
 
 @dataclass(frozen=True)
+class Spoken(Event, kind="spoken"):
+    """What the child's oracle said to store programs, when it ends
+    (shmref.process.lines.Traffic: requests written, round trips waited)."""
+
+    requests: int
+    round_trips: int
+
+
+@dataclass(frozen=True)
 class Ended(Event, kind="end"):
     """The child did all it could claim and exits normally."""
 

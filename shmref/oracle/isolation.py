@@ -42,6 +42,7 @@ from shmref.oracle.events import (
     ProgramFailed,
     Recorded,
     Reserved,
+    Spoken,
     Stalled,
     Started,
     parse,
@@ -78,6 +79,13 @@ class Outcome:
     problems: list[str] = field(default_factory=list)  # a child that died outside any property
     removed: list[str] = field(default_factory=list)  # what dead children left in /dev/shm
     stopped: list[Unit] = field(default_factory=list)  # the TIMEOUTs that ended the run early
+    # what the children said to a store program: requests, round trips (Spoken)
+    spoken: list[int] = field(default_factory=lambda: [0, 0])
+
+    def traffic(self) -> dict[str, int] | None:
+        """What the children said to a store program (None: a module's run)."""
+        requests, round_trips = self.spoken
+        return {"requests": requests, "round_trips": round_trips} if requests else None
 
     def timeouts(self) -> list[Unit]:
         return [unit for unit, incident in self.incidents.items() if incident.status == TIMEOUT]
@@ -358,6 +366,9 @@ class Lane:
                     self.unit = None
                 case CollectError(text=text):
                     outcome.collect_errors.append(text)
+                case Spoken(requests=requests, round_trips=round_trips):
+                    outcome.spoken[0] += requests
+                    outcome.spoken[1] += round_trips
                 case ProgramFailed(status=status, detail=detail) if self.unit is not None:
                     return self.stop(outcome, status, detail)
                 case Stalled(detail=detail, stack=stack) if self.unit is not None:

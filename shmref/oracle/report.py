@@ -52,6 +52,8 @@ class Report:
     expectations: dict[str, Any] | None = None
     # which /dev/shm the run's segments were on (shmref.oracle.privateshm.Segments)
     segments: dict[str, str] | None = None
+    # a store program's: what the first pass said to it (shmref.process.lines.Traffic)
+    traffic: dict[str, int] | None = None
 
     def level_status(self, level: str) -> str:
         return level_status(self.checks, level, self.levels)
@@ -95,6 +97,7 @@ class Report:
             },
             **({"expectations": self.expectations} if self.expectations is not None else {}),
             **({"segments": self.segments} if self.segments is not None else {}),
+            **({"traffic": self.traffic} if self.traffic is not None else {}),
         }
 
     def markdown(self, out: Path | None = None) -> str:
@@ -111,6 +114,13 @@ class Report:
         ]
         if self.segments is not None:
             lines += [f"Segments: {self.segments['way']}, {self.segments['detail']}.", ""]
+        if self.traffic is not None:
+            t = self.traffic
+            lines += [
+                f"The program was sent {t['requests']:,} requests in {t['round_trips']:,} "
+                'round trips (the first pass\'s; docs/protocol.md, "Fewer round trips").',
+                "",
+            ]
         lines.append(self._levels_table())
         for level in self.levels:
             lines += ["", f"## {level}: {self.level_status(level)}", ""]

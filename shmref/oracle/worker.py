@@ -53,6 +53,7 @@ from shmref.oracle.events import (
     PytestExited,
     Recorded,
     Reserved,
+    Spoken,
     Stalled,
     Started,
     encode,
@@ -62,6 +63,7 @@ from shmref.oracle.shards import Claims, longest_first, run_claimed
 from shmref.oracle.testgroups import suite_node_id
 from shmref.oracle.verdict import Check
 from shmref.process import channel
+from shmref.process.lines import TRAFFIC
 from shmref.process.messages import ProgramFailure
 from shmref.session import given, shrinkbudget
 from shmref.traces.recording import record
@@ -406,6 +408,7 @@ def main(argv: list[str]) -> int:
     run_recordings(job, impl, events, claims)
     run_pytest(job, impl, events, claims)
     run_hazards(job, impl, events, claims)
+    events.emit(Spoken(TRAFFIC.requests, TRAFFIC.round_trips))
     events.emit(Ended())
     return 0
 

@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from shmref.process.messages import (
@@ -27,6 +28,20 @@ POLL = 0.25  # seconds between looks at a program that says nothing
 # a read of 1 MiB cost a fresh mapping of that size each time, some 20 us,
 # as much as the rest of a request's reading (a reply is a few dozen bytes).
 READ_SIZE = 1 << 16
+
+
+@dataclass
+class Traffic:
+    """What the oracle in this process said to store programs, for the report
+    (docs/protocol.md, "Fewer round trips"): the requests it wrote, and its
+    round trips: the replies it read that left no request unanswered, each a
+    wait for the program that no request sent ahead shortened."""
+
+    requests: int = 0
+    round_trips: int = 0
+
+
+TRAFFIC = Traffic()
 
 
 def env_number(name: str, default: float) -> float:
@@ -53,7 +68,18 @@ class Lines:
     def fail(self, failure: ProgramFailure) -> NoReturn:
         raise failure
 
+    unanswered = 0  # requests written whose replies were not read yet
+
     def record(self, direction: str, message: Any) -> None:
+        """Every message written or read: counted (TRAFFIC), and logged if asked."""
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "request":
+            TRAFFIC.requests += 1
+            self.unanswered += 1
+        elif kind == "reply" and self.unanswered > 0:
+            self.unanswered -= 1
+            if not self.unanswered:
+                TRAFFIC.round_trips += 1
         if self.log:
             with open(self.log, "a", encoding="utf-8") as file:
                 file.write(json.dumps({"dir": direction, "msg": message}) + "\n")

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,16 @@ SERDE_FAILS = {
 
 def conformance(out: Path, *args: str) -> dict[str, dict[str, str]]:
     """Run the oracle; {property: {status, detail}}."""
+    report = report_of(out, *args)
+    return {
+        c["name"]: {"status": c["status"], "detail": c.get("detail") or ""}
+        for level in report["levels"].values()
+        for c in level["checks"]
+    }
+
+
+def report_of(out: Path, *args: str) -> dict[str, Any]:
+    """Run the oracle; its conformance.json."""
     before = shm_names()
     proc = subprocess.run(
         [sys.executable, "-m", "shmref.conformance", *args, "--no-baseline", "--out", str(out)],
@@ -46,12 +57,8 @@ def conformance(out: Path, *args: str) -> dict[str, dict[str, str]]:
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert not orphans(before, settle=2.0), "left in /dev/shm"
-    report = json.loads((out / "conformance.json").read_text())
-    return {
-        c["name"]: {"status": c["status"], "detail": c.get("detail") or ""}
-        for level in report["levels"].values()
-        for c in level["checks"]
-    }
+    report: dict[str, Any] = json.loads((out / "conformance.json").read_text())
+    return report
 
 
 def test_refimpl_behind_the_protocol_gets_refimpl_verdict(tmp_path: Path) -> None:
@@ -71,6 +78,21 @@ def test_refimpl_behind_the_protocol_gets_refimpl_verdict(tmp_path: Path) -> Non
     assert serde <= SERDE_FAILS, serde
     assert set(differ) == by_name | serde, differ
     assert len(by_name) <= 7, by_name
+
+
+def test_the_report_counts_a_programs_requests_and_round_trips(tmp_path: Path) -> None:
+    """A program's report says what the oracle sent it and how often it
+    waited: the reference program offering the three capabilities is sent
+    the ring model's calls a window at a time; with --plain (none offered)
+    every request, its ring_state requests among them, is a round trip. A
+    module's report says nothing of it."""
+    only = ("--only", "replay MCRing")
+    fast = report_of(tmp_path / "fast", "--impl", SERVE, *only)["traffic"]
+    plain = report_of(tmp_path / "plain", "--impl", f"{SERVE} --plain", *only)["traffic"]
+    assert plain["round_trips"] == plain["requests"] > fast["requests"]
+    assert fast["round_trips"] * 4 < fast["requests"]
+    assert "traffic" not in report_of(tmp_path / "module", "--impl", "refimpl", *only)
+    assert "round trips" in (tmp_path / "fast" / "conformance.md").read_text()
 
 
 @pytest.mark.parametrize(

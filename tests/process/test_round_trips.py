@@ -25,6 +25,7 @@ import pytest
 from shmref.core.paths import SPEC_DIR
 from shmref.process import SCHEMA_PATH, channel
 from shmref.process.ahead import AheadMismatch
+from shmref.process.lines import TRAFFIC, Lines
 from shmref.process.messages import ProgramFailure, ProtocolError, hello_problem
 from shmref.seed.impl import load_impl
 from shmref.traces import shipped
@@ -428,3 +429,19 @@ def test_every_step_observed_behind_has_its_observation_written_behind_it(
         behind(driver, "free_unused")
         behind(driver, "clear")
     assert sorted(taken) == sorted(Driver.OBSERVED_BEHIND)
+
+
+def test_traffic_counts_requests_and_the_waits_for_their_replies() -> None:
+    """What the report says of a program's run: every request written, and a
+    round trip each time a reply leaves none unanswered (three written
+    together, then their replies: one); a reply nobody asked for counts
+    nothing, and neither do callbacks, answers and the hello."""
+    lines = Lines()
+    before = (TRAFFIC.requests, TRAFFIC.round_trips)
+    request, reply = {"type": "request", "id": 1}, {"type": "reply", "in_reply_to": 1}
+    lines.log = None
+    for message in ({"type": "hello"}, request, {"type": "callback"}, {"type": "answer"}, reply):
+        lines.record("out" if message["type"] in ("request", "answer") else "in", message)
+    for message in (request, request, request, reply, reply, reply, reply):
+        lines.record("out" if message is request else "in", message)
+    assert (TRAFFIC.requests - before[0], TRAFFIC.round_trips - before[1]) == (4, 2)
