@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench import pipefloor
 from bench.__main__ import _finite
 from bench.common import median, ratio
 from bench.report import END, START, markdown, update_readme
@@ -269,3 +270,20 @@ def test_a_program_with_arguments_is_one_store_in_the_oracle_table() -> None:
 
     row = {"command": "python -m shmref.conformance --impl 'exec:python -m serve refimpl' --quick"}
     assert impl_of(row) == "exec:python -m serve refimpl"
+
+
+def test_pipefloor_prices_round_trips_at_one_request_a_write(capsys: Any) -> None:
+    """bench.pipefloor's arithmetic (issue 49's floor): a round trip at the
+    price of a request written alone, any other request at a window of 8's;
+    its output names each window, and bad counts are one line of usage."""
+    floors = {1: pipefloor.Floor(1, 90.0, 40.0, 37.0), 8: pipefloor.Floor(8, 17.0, 11.0, 10.0)}
+    cost = pipefloor.traffic_cost
+    assert cost(floors, 1_000, 100) == pytest.approx((100 * 77.0 + 900 * 21.0) / 1e6)
+    assert cost(floors, 10, 10) == pytest.approx(10 * 77.0 / 1e6)
+    assert pipefloor.main(["--requests", "64", "--traffic", "640", "64"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[1:4]] == ["1", "8", "64"]
+    assert "640 requests in 64 round trips cost" in out
+    with pytest.raises(SystemExit) as exit_:
+        pipefloor.main(["--requests", "8"])
+    assert exit_.value.code == 2 and "at least 64" in capsys.readouterr().err
