@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from shmref.calls.drawing import calls_file, crash_trace
@@ -50,6 +50,7 @@ from shmref.oracle.events import (
 from shmref.oracle.job import Job, Unit, hazard_unit, write_job
 from shmref.oracle.shmclean import group_gone, remove_orphans
 from shmref.oracle.verdict import Check
+from shmref.process.lines import Traffic
 from shmref.process.segments import names as shm_names
 from shmref.render.sink import FOLDER, file_name, save
 
@@ -79,13 +80,11 @@ class Outcome:
     problems: list[str] = field(default_factory=list)  # a child that died outside any property
     removed: list[str] = field(default_factory=list)  # what dead children left in /dev/shm
     stopped: list[Unit] = field(default_factory=list)  # the TIMEOUTs that ended the run early
-    # what the children said to a store program: requests, round trips (Spoken)
-    spoken: list[int] = field(default_factory=lambda: [0, 0])
+    spoken: Traffic = field(default_factory=Traffic)  # what the children said to a program
 
     def traffic(self) -> dict[str, int] | None:
         """What the children said to a store program (None: a module's run)."""
-        requests, round_trips = self.spoken
-        return {"requests": requests, "round_trips": round_trips} if requests else None
+        return asdict(self.spoken) if self.spoken.requests else None
 
     def timeouts(self) -> list[Unit]:
         return [unit for unit, incident in self.incidents.items() if incident.status == TIMEOUT]
@@ -367,8 +366,8 @@ class Lane:
                 case CollectError(text=text):
                     outcome.collect_errors.append(text)
                 case Spoken(requests=requests, round_trips=round_trips):
-                    outcome.spoken[0] += requests
-                    outcome.spoken[1] += round_trips
+                    outcome.spoken.requests += requests
+                    outcome.spoken.round_trips += round_trips
                 case ProgramFailed(status=status, detail=detail) if self.unit is not None:
                     return self.stop(outcome, status, detail)
                 case Stalled(detail=detail, stack=stack) if self.unit is not None:

@@ -108,6 +108,11 @@ def encode(value: Any) -> Any:
     return {"unrepresentable": type(value).__name__}
 
 
+def encoded_calls(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls (op, keyword arguments) as their requests carry them (`encode`)."""
+    return [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
+
+
 def as_version(value: Any, version: int) -> Any:
     """A message (or a value in it) as protocol `version` specified it: before
     version 2, an unrepresentable bytes argument carries no "base64"."""

@@ -32,7 +32,14 @@ from shmref.contract import (
 from shmref.core.vocabulary import InjectedCopyFailure, TornCopy
 from shmref.process import PROGRAM_PREFIX
 from shmref.process.channel import Program, program
-from shmref.process.messages import POSITIONS, REQUEST_PIPELINE, b64, encode, unb64
+from shmref.process.messages import (
+    POSITIONS,
+    REQUEST_PIPELINE,
+    b64,
+    encode,
+    encoded_calls,
+    unb64,
+)
 from shmref.process.ring import RING_ALIAS, BadArgument, ProxyRing, state_property
 
 PREFIX = PROGRAM_PREFIX
@@ -245,8 +252,7 @@ class ProxyStorage:
         would not be held while the program runs one sent ahead)."""
         if self._send_ahead_refused(calls):
             return 0
-        encoded = [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in calls]
-        return self._prog.ahead.send(self._id, encoded)
+        return self._prog.ahead.send(self._id, encoded_calls(calls))
 
     def _drop_ahead(self) -> None:
         """The calls sent ahead that the caller will not make (DROP_AHEAD_HOOK)."""
@@ -262,9 +268,7 @@ class ProxyStorage:
 
         def encoded() -> list[tuple[str, dict[str, Any]]]:
             named = calls()
-            if self._send_ahead_refused(named):
-                return []
-            return [(op, {k: encode(v) for k, v in kwargs.items()}) for op, kwargs in named]
+            return [] if self._send_ahead_refused(named) else encoded_calls(named)
 
         self._prog.after_next = (self._id, encoded)
 

@@ -14,7 +14,7 @@ from typing import Any
 from refimpl.segment import attach_untracked
 from shmref.contract import FREE_IDS_HOOK, RING_POSITIONS, MissingCapability
 from shmref.process.channel import Program, program
-from shmref.process.messages import REQUEST_FREE_IDS, b64, encode, unb64
+from shmref.process.messages import REQUEST_FREE_IDS, b64, encode, encoded_calls, unb64
 
 # The ring class's module, for the oracle's watchdog (as shmref.process.proxy.ALIAS).
 RING_ALIAS = "shmref_exec_ring"
@@ -182,7 +182,7 @@ class ProxyRing:
         encoded = [
             (op, self._free_arguments(kwargs["is_free_fn"], kwargs["nbytes"]))
             if op == "free_buf"
-            else (op, {k: encode(v) for k, v in kwargs.items()})
+            else encoded_calls([(op, kwargs)])[0]
             for op, kwargs in calls
         ]
         return self._prog.ahead.send(self._id, encoded)
